@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "ctl.h"
+
+int
+ctl_fail(struct ctl_err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (code < 0)
+		code = -code;
+	if (err) {
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -code;
+}
+
+const char *
+ctl_errname(int code)
+{
+	if (code < 0)
+		code = -code;
+	switch (code) {
+#define CTL_X_CASE(name)                                                                           \
+	case name:                                                                                 \
+		return #name;
+		CTL_ERRORS(CTL_X_CASE)
+#undef CTL_X_CASE
+	case ENOMEM:
+		return "ENOSPC";
+	default:
+		return "EINVAL";
+	}
+}
+
+#define CTL_X_TEXT(name, text) text,
+static const char *const reduce_names[] = {CTL_REDUCES(CTL_X_TEXT)};
+#undef CTL_X_TEXT
+
+const char *
+ctl_reduce_name(enum ctl_reduce op)
+{
+	return (unsigned int)op < CTL_REDUCE_COUNT ? reduce_names[op] : "?";
+}
+
+const char *
+ctl_mode_name(enum ctl_mode mode)
+{
+	return mode == CTL_MODE_FORWARD_ONLY ? "forward_only" : "compute";
+}
+
+/* Every member of args must be one of the names in allowed (NULL-ended). */
+static int
+check_fields(const json_t *args, const char *const *allowed, struct ctl_err *err)
+{
+	const char *key;
+	json_t *val;
+
+	json_object_foreach((json_t *)args, key, val) {
+		const char *const *a;
+
+		(void)val;
+		for (a = allowed; *a; a++)
+			if (strcmp(*a, key) == 0)
+				break;
+		if (!*a)
+			return ctl_fail(err, EINVAL, "unknown field '%s'", key);
+	}
+	return 0;
+}
+
+/* An integer field in [min, max]; when optional and absent, *out is kept. */
+static int
+get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
+	 uint64_t *out, struct ctl_err *err)
+{
+	const json_t *v = json_object_get(obj, name);
+	json_int_t x;
+
+	if (!v) {
+		if (required)
+			return ctl_fail(err, EINVAL, "missing field '%s'", name);
+		return 0;
+	}
+	if (!json_is_integer(v))
+		return ctl_fail(err, EINVAL, "field '%s' must be an integer", name);
+	x = json_integer_value(v);
+	if (x < 0 || (uint64_t)x < min || (uint64_t)x > max)
+		return ctl_fail(err, EINVAL, "field '%s' out of range [%llu, %llu]", name,
+				(unsigned long long)min, (unsigned long long)max);
+	*out = (uint64_t)x;
+	return 0;
+}
+
+static int
+get_number(const json_t *obj, const char *name, double min, double max, bool required,
+	   bool *present, double *out, struct ctl_err *err)
+{
+	const json_t *v = json_object_get(obj, name);
+	double x;
+
+	*present = v != NULL;
+	if (!v)
+		return required ? ctl_fail(err, EINVAL, "missing field '%s'", name) : 0;
+	if (!json_is_number(v))
+		return ctl_fail(err, EINVAL, "field '%s' must be a number", name);
+	x = json_number_value(v);
+	if (!isfinite(x) || x < min || x > max)
+		return ctl_fail(err, EINVAL, "field '%s' out of range [%g, %g]", name, min, max);
+	*out = x;
+	return 0;
+}
+
+static int
+get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err)
+{
+	const json_t *v = json_object_get(obj, name);
+
+	if (!v)
+		return ctl_fail(err, EINVAL, "missing field '%s'", name);
+	if (!json_is_string(v))
+		return ctl_fail(err, EINVAL, "field '%s' must be a string", name);
+	*out = json_string_value(v);
+	return 0;
+}
+
+static int
+parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned int b[6];
+	char tail;
+
+	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3],
+				      &b[4], &b[5], &tail) != 6)
+		return -1;
+	for (int i = 0; i < 6; i++) {
+		if (s[3 * i] == '+' || s[3 * i] == '-' || s[3 * i] == ' ')
+			return -1;
+		mac[i] = (uint8_t)b[i];
+	}
+	return 0;
+}
+
+/* The (tenant, session) pair every table command names. */
+static int
+get_ids(const json_t *args, uint16_t *tenant, uint16_t *session, struct ctl_err *err)
+{
+	uint64_t t = 0, s = 0;
+	int rc;
+
+	if ((rc = get_uint(args, "tenant", 0, UINT16_MAX, true, &t, err)) ||
+	    (rc = get_uint(args, "session", 0, UINT16_MAX, true, &s, err)))
+		return rc;
+	*tenant = (uint16_t)t;
+	*session = (uint16_t)s;
+	return 0;
+}
+
+static int
+parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool *have,
+	     struct ctl_err *err)
+{
+	static const char *const fields[] = {"rank", "mac", "ip", "port", NULL};
+	uint64_t rank = 0, port = 0;
+	const char *mac, *ip;
+	struct ctl_member *mb;
+	int rc;
+
+	if (!json_is_object(m))
+		return ctl_fail(err, EINVAL, "field 'members[%zu]' must be an object", i);
+	if ((rc = check_fields(m, fields, err)) ||
+	    (rc = get_uint(m, "rank", 0, (uint64_t)n - 1, true, &rank, err)) ||
+	    (rc = get_string(m, "mac", &mac, err)) || (rc = get_string(m, "ip", &ip, err)) ||
+	    (rc = get_uint(m, "port", 1, UINT16_MAX, true, &port, err))) {
+		char inner[sizeof(err->msg)];
+
+		snprintf(inner, sizeof(inner), "%s", err->msg);
+		return ctl_fail(err, EINVAL, "members[%zu]: %.200s", i, inner);
+	}
+	if (have[rank])
+		return ctl_fail(err, EINVAL, "members[%zu]: field 'rank' %u given twice", i,
+				(unsigned int)rank);
+	have[rank] = true;
+	mb = &s->members[rank];
+	if (parse_mac(mac, mb->mac) != 0 || (mb->mac[0] & 1))
+		return ctl_fail(err, EINVAL, "members[%zu]: field 'mac' is not a unicast MAC", i);
+	if (inet_pton(AF_INET, ip, &mb->ip) != 1)
+		return ctl_fail(err, EINVAL, "members[%zu]: field 'ip' is not an IPv4 address", i);
+	mb->port = (uint16_t)port;
+	return 0;
+}
+
+static int
+cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"tenant", "session", "n", "slots", "elems_per_packet",
+					     "priority", "members", NULL};
+	static struct ctl_session s; /* 2 KiB: requests are handled one at a time */
+	bool have[CAIS_MAX_WORLD] = {false};
+	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL;
+	const json_t *members;
+	size_t i;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	if ((rc = check_fields(args, fields, err)) ||
+	    (rc = get_ids(args, &s.tenant, &s.session, err)) ||
+	    (rc = get_uint(args, "n", 1, CAIS_MAX_WORLD, true, &n, err)) ||
+	    (rc = get_uint(args, "slots", 1, CAIS_MAX_SLOTS, true, &slots, err)) ||
+	    (rc = get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, true, &elems, err)) ||
+	    (rc = get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio, err)))
+		return rc;
+	if (!cais_pool_size_ok((uint32_t)slots))
+		return ctl_fail(err, EINVAL, "field 'slots' must be a power of two in [1, %u]",
+				CAIS_MAX_SLOTS);
+	members = json_object_get(args, "members");
+	if (!members)
+		return ctl_fail(err, EINVAL, "missing field 'members'");
+	if (!json_is_array(members))
+		return ctl_fail(err, EINVAL, "field 'members' must be an array");
+	if (json_array_size(members) != n)
+		return ctl_fail(err, EINVAL, "field 'members' must have n = %u entries, has %zu",
+				(unsigned int)n, json_array_size(members));
+	s.n = (uint16_t)n;
+	s.slots = (uint32_t)slots;
+	s.elems = (uint16_t)elems;
+	s.priority = (uint8_t)prio;
+	for (i = 0; i < n; i++)
+		if ((rc = parse_member(json_array_get(members, i), i, s.n, &s, have, err)))
+			return rc;
+	return ops->session_add(ops->ctx, &s, err);
+}
+
+static int
+cmd_session_del(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"tenant", "session", NULL};
+	uint16_t tenant, session;
+	int rc;
+
+	if ((rc = check_fields(args, fields, err)) || (rc = get_ids(args, &tenant, &session, err)))
+		return rc;
+	return ops->session_del(ops->ctx, tenant, session, err);
+}
+
+static int
+get_tensor_id(const json_t *args, uint32_t *tensor, struct ctl_err *err)
+{
+	uint64_t t = 0;
+	int rc = get_uint(args, "tensor", 0, UINT32_MAX, true, &t, err);
+
+	*tensor = (uint32_t)t;
+	return rc;
+}
+
+static int
+cmd_tensor_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"tenant", "session", "tensor", "op", "scale", NULL};
+	struct ctl_tensor t = {0};
+	const char *op;
+	bool present;
+	int rc, i;
+
+	if ((rc = check_fields(args, fields, err)) ||
+	    (rc = get_ids(args, &t.tenant, &t.session, err)) ||
+	    (rc = get_tensor_id(args, &t.tensor, err)) || (rc = get_string(args, "op", &op, err)) ||
+	    (rc = get_number(args, "scale", 0, 1e300, true, &present, &t.scale, err)))
+		return rc;
+	if (!(t.scale > 0))
+		return ctl_fail(err, EINVAL, "field 'scale' must be greater than 0");
+	for (i = 0; i < CTL_REDUCE_COUNT; i++)
+		if (strcmp(op, reduce_names[i]) == 0)
+			break;
+	if (i == CTL_REDUCE_COUNT)
+		return ctl_fail(err, EINVAL, "field 'op' must be sum, avg, max or min");
+	t.op = (enum ctl_reduce)i;
+	return ops->tensor_add(ops->ctx, &t, err);
+}
+
+static int
+cmd_tensor_del(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"tenant", "session", "tensor", NULL};
+	uint16_t tenant, session;
+	uint32_t tensor;
+	int rc;
+
+	if ((rc = check_fields(args, fields, err)) ||
+	    (rc = get_ids(args, &tenant, &session, err)) ||
+	    (rc = get_tensor_id(args, &tensor, err)))
+		return rc;
+	return ops->tensor_del(ops->ctx, tenant, session, tensor, err);
+}
+
+static int
+cmd_lease(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"ttl_ms", NULL};
+	uint64_t ttl = 0;
+	int rc;
+
+	if ((rc = check_fields(args, fields, err)) ||
+	    (rc = get_uint(args, "ttl_ms", 1, CTL_LEASE_MAX_MS, true, &ttl, err)))
+		return rc;
+	return ops->lease(ops->ctx, (uint32_t)ttl, err);
+}
+
+static int
+cmd_mode_set(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"mode", NULL};
+	enum ctl_mode mode;
+	const char *m;
+	int rc;
+
+	if ((rc = check_fields(args, fields, err)) || (rc = get_string(args, "mode", &m, err)))
+		return rc;
+	if (strcmp(m, "compute") == 0)
+		mode = CTL_MODE_COMPUTE;
+	else if (strcmp(m, "forward_only") == 0)
+		mode = CTL_MODE_FORWARD_ONLY;
+	else
+		return ctl_fail(err, EINVAL, "field 'mode' must be compute or forward_only");
+	return ops->mode_set(ops->ctx, mode, err);
+}
+
+static int
+cmd_thresholds_set(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
+{
+	static const char *const fields[] = {"queue_depth", "slot_usage", NULL};
+	struct ctl_thresholds t = {0};
+	uint64_t qd = UINT64_MAX;
+	int rc;
+
+	if ((rc = check_fields(args, fields, err)) ||
+	    (rc = get_uint(args, "queue_depth", 0, UINT32_MAX, false, &qd, err)) ||
+	    (rc = get_number(args, "slot_usage", 0.0, 1.0, false, &t.has_slot_usage, &t.slot_usage,
+			     err)))
+		return rc;
+	t.has_queue_depth = qd != UINT64_MAX;
+	t.queue_depth = t.has_queue_depth ? (uint32_t)qd : 0;
+	if (!t.has_queue_depth && !t.has_slot_usage)
+		return ctl_fail(err, EINVAL, "missing field 'queue_depth' or 'slot_usage'");
+	return ops->thresholds_set(ops->ctx, &t, err);
+}
+
+static int
+cmd_no_args(const json_t *args, struct ctl_err *err)
+{
+	static const char *const none[] = {NULL};
+
+	return check_fields(args, none, err);
+}
+
+int
+ctl_dispatch(const struct ctl_ops *ops, const json_t *req, json_t **result, struct ctl_err *err)
+{
+	const json_t *cmdv, *args;
+	const char *cmd;
+	json_t *res, *empty;
+	int rc;
+
+	*result = NULL;
+	err->code = 0;
+	err->msg[0] = '\0';
+	if (!json_is_object(req))
+		return ctl_fail(err, EINVAL, "request must be a JSON object");
+	cmdv = json_object_get(req, "cmd");
+	if (!cmdv)
+		return ctl_fail(err, EINVAL, "missing field 'cmd'");
+	if (!json_is_string(cmdv))
+		return ctl_fail(err, EINVAL, "field 'cmd' must be a string");
+	cmd = json_string_value(cmdv);
+	args = json_object_get(req, "args");
+	if (args && !json_is_object(args))
+		return ctl_fail(err, EINVAL, "field 'args' must be an object");
+	res = json_object();
+	empty = args ? NULL : json_object();
+	if (!res || (!args && !empty)) {
+		json_decref(res);
+		return ctl_fail(err, ENOSPC, "out of memory");
+	}
+	if (!args)
+		args = empty;
+
+	if (strcmp(cmd, "ping") == 0) {
+		rc = cmd_no_args(args, err);
+		if (rc == 0)
+			rc = ops->ping(ops->ctx, res, err);
+	} else if (strcmp(cmd, "stats.get") == 0) {
+		rc = cmd_no_args(args, err);
+		if (rc == 0)
+			rc = ops->stats_get(ops->ctx, res, err);
+	} else if (strcmp(cmd, "session.add") == 0)
+		rc = cmd_session_add(ops, args, err);
+	else if (strcmp(cmd, "session.del") == 0)
+		rc = cmd_session_del(ops, args, err);
+	else if (strcmp(cmd, "tensor.add") == 0)
+		rc = cmd_tensor_add(ops, args, err);
+	else if (strcmp(cmd, "tensor.del") == 0)
+		rc = cmd_tensor_del(ops, args, err);
+	else if (strcmp(cmd, "lease") == 0)
+		rc = cmd_lease(ops, args, err);
+	else if (strcmp(cmd, "mode.set") == 0)
+		rc = cmd_mode_set(ops, args, err);
+	else if (strcmp(cmd, "thresholds.set") == 0)
+		rc = cmd_thresholds_set(ops, args, err);
+	else
+		rc = ctl_fail(err, EINVAL, "unknown command '%s'", cmd);
+	json_decref(empty);
+	if (rc) {
+		json_decref(res);
+		if (err->code == 0)
+			ctl_fail(err, rc, "%s failed", cmd);
+		return rc;
+	}
+	*result = res;
+	return 0;
+}
+
+int
+ctl_apply_file(const struct ctl_ops *ops, const char *path, struct ctl_err *err)
+{
+	json_error_t jerr;
+	json_t *arr, *req, *res;
+	size_t i;
+	int rc = 0;
+
+	arr = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!arr)
+		return ctl_fail(err, EINVAL, "%s:%d:%d: %s", path, jerr.line, jerr.column,
+				jerr.text);
+	if (!json_is_array(arr)) {
+		json_decref(arr);
+		return ctl_fail(err, EINVAL, "%s: must hold a JSON array of requests", path);
+	}
+	json_array_foreach(arr, i, req) {
+		rc = ctl_dispatch(ops, req, &res, err);
+		if (rc) {
+			const json_t *cmd = json_is_object(req) ? json_object_get(req, "cmd") : NULL;
+			char inner[sizeof(err->msg)];
+
+			snprintf(inner, sizeof(inner), "%s", err->msg);
+			snprintf(err->msg, sizeof(err->msg), "%.60s: request #%zu (%.30s): %.100s", path, i + 1,
+				 json_is_string(cmd) ? json_string_value(cmd) : "?", inner);
+			break;
+		}
+		json_decref(res);
+	}
+	json_decref(arr);
+	return rc;
+}

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <string.h>
+
+#include "dp_agg.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DP_HAVE_X86 1
+#endif
+
+#define DP_X_TEXT(name, text) text,
+static const char *const op_names[] = {DP_OPS(DP_X_TEXT)};
+#undef DP_X_TEXT
+
+const char *
+dp_op_name(enum dp_op op)
+{
+	return (unsigned int)op < DP_OP_MAX_ ? op_names[op] : "?";
+}
+
+static inline int32_t
+ld_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return (int32_t)__builtin_bswap32(v);
+}
+
+static inline void
+st_be32(uint8_t *p, int32_t v)
+{
+	uint32_t w = __builtin_bswap32((uint32_t)v);
+
+	memcpy(p, &w, 4);
+}
+
+static void
+load_scalar(int64_t *acc, const void *payload, unsigned int n)
+{
+	const uint8_t *p = payload;
+
+	for (unsigned int i = 0; i < n; i++)
+		acc[i] = ld_be32(p + 4 * i);
+}
+
+static void
+sum_scalar(int64_t *acc, const void *payload, unsigned int n)
+{
+	const uint8_t *p = payload;
+
+	for (unsigned int i = 0; i < n; i++)
+		acc[i] += ld_be32(p + 4 * i);
+}
+
+static void
+max_scalar(int64_t *acc, const void *payload, unsigned int n)
+{
+	const uint8_t *p = payload;
+
+	for (unsigned int i = 0; i < n; i++) {
+		int64_t v = ld_be32(p + 4 * i);
+		acc[i] = v > acc[i] ? v : acc[i];
+	}
+}
+
+static void
+min_scalar(int64_t *acc, const void *payload, unsigned int n)
+{
+	const uint8_t *p = payload;
+
+	for (unsigned int i = 0; i < n; i++) {
+		int64_t v = ld_be32(p + 4 * i);
+		acc[i] = v < acc[i] ? v : acc[i];
+	}
+}
+
+static bool
+store_scalar(void *out, const int64_t *acc, unsigned int n)
+{
+	uint8_t *p = out;
+	bool sat = false;
+
+	for (unsigned int i = 0; i < n; i++) {
+		int64_t v = acc[i];
+		if (v > INT32_MAX) {
+			v = INT32_MAX;
+			sat = true;
+		} else if (v < INT32_MIN) {
+			v = INT32_MIN;
+			sat = true;
+		}
+		st_be32(p + 4 * i, (int32_t)v);
+	}
+	return sat;
+}
+
+const struct dp_agg_kernels dp_agg_scalar = {
+	.name = "scalar",
+	.load = load_scalar,
+	.sum = sum_scalar,
+	.max = max_scalar,
+	.min = min_scalar,
+	.store = store_scalar,
+};
+
+#ifdef DP_HAVE_X86
+#define AVX2 __attribute__((target("avx2")))
+
+/* Byte-swap each 32-bit lane. */
+AVX2 static inline __m256i
+bswap32x8(__m256i v)
+{
+	const __m256i idx = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3,
+					     2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+	return _mm256_shuffle_epi8(v, idx);
+}
+
+/* Eight big-endian int32 as two vectors of four sign-extended int64. */
+AVX2 static inline void
+ld8(const uint8_t *p, __m256i *lo, __m256i *hi)
+{
+	__m256i v = bswap32x8(_mm256_loadu_si256((const __m256i *)p));
+
+	*lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v));
+	*hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1));
+}
+
+AVX2 static void
+load_avx2(int64_t *acc, const void *payload, unsigned int n)
+{
+	const uint8_t *p = payload;
+	unsigned int i = 0;
+	__m256i lo, hi;
+
+	for (; i + 8 <= n; i += 8) {
+		ld8(p + 4 * i, &lo, &hi);
+		_mm256_storeu_si256((__m256i *)(acc + i), lo);
+		_mm256_storeu_si256((__m256i *)(acc + i + 4), hi);
+	}
+	load_scalar(acc + i, p + 4 * i, n - i);
+}
+
+AVX2 static void
+sum_avx2(int64_t *acc, const void *payload, unsigned int n)
+{
+	const uint8_t *p = payload;
+	unsigned int i = 0;
+	__m256i lo, hi, a0, a1;
+
+	for (; i + 8 <= n; i += 8) {
+		ld8(p + 4 * i, &lo, &hi);
+		a0 = _mm256_loadu_si256((const __m256i *)(acc + i));
+		a1 = _mm256_loadu_si256((const __m256i *)(acc + i + 4));
+		_mm256_storeu_si256((__m256i *)(acc + i), _mm256_add_epi64(a0, lo));
+		_mm256_storeu_si256((__m256i *)(acc + i + 4), _mm256_add_epi64(a1, hi));
+	}
+	sum_scalar(acc + i, p + 4 * i, n - i);
+}
+
+/* keep_new selects the lanes where the new value wins. */
+AVX2 static inline __m256i
+pick(__m256i a, __m256i v, bool want_max)
+{
+	__m256i gt = _mm256_cmpgt_epi64(v, a);
+	__m256i keep_new = want_max ? gt : _mm256_cmpgt_epi64(a, v);
+
+	return _mm256_blendv_epi8(a, v, keep_new);
+}
+
+AVX2 static inline void
+extreme_avx2(int64_t *acc, const uint8_t *p, unsigned int n, bool want_max)
+{
+	unsigned int i = 0;
+	__m256i lo, hi, a0, a1;
+
+	for (; i + 8 <= n; i += 8) {
+		ld8(p + 4 * i, &lo, &hi);
+		a0 = _mm256_loadu_si256((const __m256i *)(acc + i));
+		a1 = _mm256_loadu_si256((const __m256i *)(acc + i + 4));
+		_mm256_storeu_si256((__m256i *)(acc + i), pick(a0, lo, want_max));
+		_mm256_storeu_si256((__m256i *)(acc + i + 4), pick(a1, hi, want_max));
+	}
+	if (want_max)
+		max_scalar(acc + i, p + 4 * i, n - i);
+	else
+		min_scalar(acc + i, p + 4 * i, n - i);
+}
+
+AVX2 static void
+max_avx2(int64_t *acc, const void *payload, unsigned int n)
+{
+	extreme_avx2(acc, payload, n, true);
+}
+
+AVX2 static void
+min_avx2(int64_t *acc, const void *payload, unsigned int n)
+{
+	extreme_avx2(acc, payload, n, false);
+}
+
+/* Clamp four int64 to int32 range; sat collects the lanes that clamped. */
+AVX2 static inline __m256i
+clamp4(__m256i v, __m256i *sat)
+{
+	const __m256i hi = _mm256_set1_epi64x(INT32_MAX);
+	const __m256i lo = _mm256_set1_epi64x(INT32_MIN);
+	__m256i over = _mm256_cmpgt_epi64(v, hi);
+	__m256i under = _mm256_cmpgt_epi64(lo, v);
+
+	*sat = _mm256_or_si256(*sat, _mm256_or_si256(over, under));
+	v = _mm256_blendv_epi8(v, hi, over);
+	return _mm256_blendv_epi8(v, lo, under);
+}
+
+AVX2 static bool
+store_avx2(void *out, const int64_t *acc, unsigned int n)
+{
+	/* The low dword of each int64 lane, gathered into the low 128 bits. */
+	const __m256i low_dwords = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+	uint8_t *p = out;
+	__m256i sat = _mm256_setzero_si256();
+	unsigned int i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i a0 = clamp4(_mm256_loadu_si256((const __m256i *)(acc + i)), &sat);
+		__m256i a1 = clamp4(_mm256_loadu_si256((const __m256i *)(acc + i + 4)), &sat);
+		__m128i l0 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(a0, low_dwords));
+		__m128i l1 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(a1, low_dwords));
+		__m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(l0), l1, 1);
+		_mm256_storeu_si256((__m256i *)(p + 4 * i), bswap32x8(v));
+	}
+	return store_scalar(p + 4 * i, acc + i, n - i) || !_mm256_testz_si256(sat, sat);
+}
+
+static const struct dp_agg_kernels agg_avx2 = {
+	.name = "avx2",
+	.load = load_avx2,
+	.sum = sum_avx2,
+	.max = max_avx2,
+	.min = min_avx2,
+	.store = store_avx2,
+};
+
+const struct dp_agg_kernels *
+dp_agg_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") ? &agg_avx2 : NULL;
+}
+#else
+const struct dp_agg_kernels *
+dp_agg_avx2(void)
+{
+	return NULL;
+}
+#endif
+
+const struct dp_agg_kernels *
+dp_agg_best(void)
+{
+	const struct dp_agg_kernels *k = dp_agg_avx2();
+
+	return k ? k : &dp_agg_scalar;
+}

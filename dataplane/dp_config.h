@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Every size, limit and default of cais-switch in one place, with the
+ * reason for each value. Protocol limits live in include/cais/proto.h.
+ */
+#ifndef DP_CONFIG_H
+#define DP_CONFIG_H
+
+/** Packets per rx burst: DPDK's usual 32 amortises the PMD call without hurting latency. */
+#define DP_BURST 32
+
+/** Packets a TX buffer holds before it is flushed: a burst of RESULTs (n per round) fits. */
+#define DP_TX_BUF 64
+
+/** Ports the switch drives; one byte in the MAC table, far above any server's NIC count. */
+#define DP_MAX_PORTS 32
+
+/** RX queues one lcore polls at most (ports x queues spread over lcores). */
+#define DP_MAX_RXQ_PER_LCORE 64
+
+/** Descriptors per RX/TX queue: 1024 absorbs a 9000-byte burst of 16 hosts at 10 Gb/s. */
+#define DP_RX_DESC 1024
+#define DP_TX_DESC 1024
+
+/**
+ * mbuf data room: a 9000-byte frame, and af_packet's 16 KiB frame size
+ * (framesz=16384) must fit one mbuf, so payloads are never chained on RX.
+ */
+#define DP_MBUF_DATA 16384
+
+/** mbufs in the packet pool: 8192 x 16.5 KiB = 135 MiB; enough for 32 queues of 128 in flight. */
+#define DP_MBUFS 8192
+
+/**
+ * Header pool: one header mbuf and one indirect mbuf per RESULT copy
+ * (RESULT to n members shares one payload), plus flood clones.
+ */
+#define DP_HDR_MBUF_DATA 128
+#define DP_HDR_MBUFS 16384
+
+/** Per-lcore mbuf cache: DPDK's recommended size for bursts of 32. */
+#define DP_MBUF_CACHE 256
+
+/** Handoff ring per lcore (packets for slots it owns, received elsewhere). */
+#define DP_HANDOFF_RING 4096
+
+/**
+ * Slot capacity of the switch (sum of all sessions' pools). A Tofino holds
+ * some tens of thousands of 256-byte slots; the software switch is bounded by
+ * memory instead: 65536 slots x 2 sets x E=2048 x 8 B = 2 GiB at most,
+ * allocated on demand. Settable with --max-slots.
+ */
+#define DP_DEFAULT_SLOT_CAPACITY 65536u
+
+/** Sessions and tensors in the tables (rte_hash sizes). */
+#define DP_MAX_SESSIONS 1024u
+#define DP_MAX_TENSORS 65536u
+
+/** MAC table: 4096 entries, 4-way probing; ageing as Linux bridges (300 s). */
+#define DP_L2_ENTRIES 4096u
+#define DP_L2_WAYS 4u
+#define DP_L2_DEFAULT_AGE_S 300u
+
+/**
+ * REJECT rate limit (PROTOCOL.md 1): every REJECT while a sender provokes
+ * fewer than 10 per second, never more than 100 per second to one sender.
+ * One-second windows, DP_RL_ENTRIES senders tracked per lcore.
+ */
+#define DP_RL_PER_SECOND 100u
+#define DP_RL_ENTRIES 1024u
+
+/** Completion-time histogram: 4 sub-buckets per power of two of TSC cycles. */
+#define DP_HIST_SUB 4u
+#define DP_HIST_BUCKETS (64u * DP_HIST_SUB)
+
+/** Default admission thresholds (stored now; the control plane uses them). */
+#define DP_DEFAULT_SLOT_USAGE 1.0
+#define DP_DEFAULT_QUEUE_DEPTH 512u
+
+/** Data lcore 0 runs the periodic hook (stats, lease) this often. */
+#define DP_PERIODIC_US 10000u
+
+/** Default MTU requested of devices that accept it (jumbo frames for E=2048). */
+#define DP_DEFAULT_MTU 9000u
+
+#endif /* DP_CONFIG_H */

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <string.h>
+
+#include "dp_parse.h"
+
+#define ETHERTYPE_IPV4 0x0800u
+#define ETHERTYPE_ARP 0x0806u
+#define ETHERTYPE_VLAN 0x8100u
+#define ETHERTYPE_QINQ 0x88A8u
+#define ARP_LEN 28u
+#define IPPROTO_UDP_NUM 17u
+
+#define DP_X_NAME(name, text) #name,
+#define DP_X_TEXT(name, text) text,
+static const char *const drop_names[] = {"NONE", DP_DROPS(DP_X_NAME)};
+static const char *const drop_texts[] = {"none", DP_DROPS(DP_X_TEXT)};
+#undef DP_X_NAME
+#undef DP_X_TEXT
+
+const char *
+dp_drop_name(enum dp_drop d)
+{
+	return (unsigned int)d < DP_DROP_MAX ? drop_names[d] : "?";
+}
+
+const char *
+dp_drop_text(enum dp_drop d)
+{
+	return (unsigned int)d < DP_DROP_MAX ? drop_texts[d] : "?";
+}
+
+static inline uint16_t
+rd16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+uint16_t
+dp_ip_csum(const void *hdr, unsigned int hlen)
+{
+	const uint8_t *p = hdr;
+	uint32_t sum = 0;
+	unsigned int i;
+
+	for (i = 0; i + 1 < hlen; i += 2)
+		sum += rd16(p + i);
+	while (sum >> 16)
+		sum = (sum & 0xFFFF) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+static inline void
+drop(struct dp_parsed *out, enum dp_drop why)
+{
+	out->cls = DP_CLASS_DROP;
+	out->drop = why;
+}
+
+/* An ARP request (Ethernet/IPv4) asking for the aggregator's address. */
+static bool
+arp_for_agg(const uint8_t *arp, uint32_t len, uint32_t agg_ip)
+{
+	if (len < ARP_LEN)
+		return false;
+	if (rd16(arp) != 1 || rd16(arp + 2) != ETHERTYPE_IPV4 || arp[4] != 6 || arp[5] != 4)
+		return false;
+	if (rd16(arp + 6) != 1) /* request */
+		return false;
+	return memcmp(arp + 24, &agg_ip, 4) == 0;
+}
+
+static void
+parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
+	   struct dp_parsed *out)
+{
+	const uint8_t *ip = frame + CAIS_ETH_HLEN;
+	const uint8_t *udp, *cais;
+	uint32_t ip_len, udp_len;
+	unsigned int ihl;
+	uint16_t frag;
+	enum cais_hdr_check hc;
+
+	if (len < CAIS_ETH_HLEN + CAIS_IP_HLEN)
+		return drop(out, DP_DROP_IP_SHORT);
+	if ((ip[0] >> 4) != 4)
+		return drop(out, DP_DROP_IP_VERSION);
+	ihl = (ip[0] & 0x0Fu) * 4u;
+	if (ihl < CAIS_IP_HLEN)
+		return drop(out, DP_DROP_IP_HDRLEN);
+	if (ihl > CAIS_IP_HLEN)
+		return drop(out, DP_DROP_IP_OPTIONS);
+	ip_len = rd16(ip + 2);
+	if (ip_len < CAIS_IP_HLEN || ip_len > len - CAIS_ETH_HLEN)
+		return drop(out, DP_DROP_IP_LEN);
+	if (dp_ip_csum(ip, CAIS_IP_HLEN) != 0)
+		return drop(out, DP_DROP_IP_CSUM);
+	if (memcmp(ip + 16, &cfg->agg_ip, 4) != 0)
+		return drop(out, DP_DROP_TO_AGG_OTHER);
+	frag = rd16(ip + 6);
+	if (frag & 0x3FFFu) /* MF or a fragment offset */
+		return drop(out, DP_DROP_IP_FRAGMENT);
+	if (ip[9] != IPPROTO_UDP_NUM)
+		return drop(out, DP_DROP_NOT_UDP);
+	udp = ip + CAIS_IP_HLEN;
+	if (ip_len < CAIS_IP_HLEN + CAIS_UDP_HLEN)
+		return drop(out, DP_DROP_UDP_LEN);
+	udp_len = rd16(udp + 4);
+	if (udp_len < CAIS_UDP_HLEN || udp_len > ip_len - CAIS_IP_HLEN)
+		return drop(out, DP_DROP_UDP_LEN);
+	if (memcmp(udp + 2, &cfg->udp_port, 2) != 0)
+		return drop(out, DP_DROP_UDP_PORT);
+	cais = udp + CAIS_UDP_HLEN;
+	hc = cais_hdr_check(cais, udp_len - CAIS_UDP_HLEN);
+	switch (hc) {
+	case CAIS_HDR_OK:
+		break;
+	case CAIS_HDR_SHORT:
+		return drop(out, DP_DROP_CAIS_SHORT);
+	case CAIS_HDR_BAD_MAGIC:
+		return drop(out, DP_DROP_CAIS_MAGIC);
+	case CAIS_HDR_BAD_VERSION:
+		return drop(out, DP_DROP_CAIS_VERSION);
+	case CAIS_HDR_BAD_TYPE:
+		return drop(out, DP_DROP_CAIS_TYPE);
+	default:
+		return drop(out, DP_DROP_CAIS_FLAGS);
+	}
+	if (cais_hdr_type((const struct cais_hdr *)cais) != CAIS_TYPE_DATA)
+		return drop(out, DP_DROP_NOT_DATA);
+	out->cls = DP_CLASS_DATA;
+	out->hdr = (const struct cais_hdr *)cais;
+	out->payload_len = udp_len - CAIS_UDP_HLEN - CAIS_HDR_LEN;
+}
+
+void
+dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
+	 struct dp_parsed *out)
+{
+	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	uint16_t type;
+	bool to_agg;
+
+	out->cls = DP_CLASS_L2;
+	out->drop = DP_DROP_NONE;
+	out->hdr = NULL;
+	out->payload_len = 0;
+
+	if (len < CAIS_ETH_HLEN)
+		return drop(out, DP_DROP_RUNT);
+	if (!cfg->agg_enabled)
+		return;
+	type = rd16(frame + 12);
+	to_agg = memcmp(frame, cfg->agg_mac, 6) == 0;
+	if (type == ETHERTYPE_ARP) {
+		bool want = (to_agg || memcmp(frame, bcast, 6) == 0) &&
+			    arp_for_agg(frame + CAIS_ETH_HLEN, len - CAIS_ETH_HLEN, cfg->agg_ip);
+		if (want)
+			out->cls = DP_CLASS_ARP_AGG;
+		else if (to_agg)
+			drop(out, DP_DROP_ARP_OTHER);
+		return;
+	}
+	if (!to_agg)
+		return;
+	if (type == ETHERTYPE_IPV4)
+		return parse_ipv4(frame, len, cfg, out);
+	if (type == ETHERTYPE_VLAN || type == ETHERTYPE_QINQ)
+		return drop(out, DP_DROP_VLAN);
+	drop(out, DP_DROP_TO_AGG_OTHER);
+}

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cais-switch: EAL, options, ports, the switch, --config, the lcores.
+ *
+ *   cais-switch [EAL options] -- [options]
+ *
+ * Every port EAL probes is a switch port. Every enabled lcore (the main one
+ * included) is a data lcore; the main lcore also prints the counters.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_rcu_qsbr.h>
+
+#include "dp_switch.h"
+
+RTE_LOG_REGISTER_DEFAULT(cais_switch_logtype, INFO);
+#define LOG(level, fmt, ...)                                                                       \
+	rte_log(RTE_LOG_##level, cais_switch_logtype, "cais-switch: " fmt "\n", ##__VA_ARGS__)
+
+struct options {
+	bool agg_enabled;
+	uint32_t agg_ip;
+	bool agg_mac_set;
+	struct rte_ether_addr agg_mac;
+	uint16_t udp_port;
+	const char *config;
+	const char *ctl;
+	const char *ctl_key;
+	unsigned int stats_period;
+	uint32_t max_slots;
+	uint32_t mac_age;
+	uint32_t mtu;
+	uint32_t mbufs;
+};
+
+static struct dp_switch *g_sw;
+static volatile sig_atomic_t g_signal;
+
+static void
+usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"Usage: %s [EAL options] -- [options]\n"
+		"\n"
+		"CAIS in-network aggregation switch: every port EAL probes (PCI NICs, --vdev\n"
+		"devices) is a switch port; CAIS DATA to the aggregator address is summed,\n"
+		"everything else is L2-forwarded with MAC learning.\n"
+		"\n"
+		"Options (after --):\n"
+		"  --agg-ip A.B.C.D     the aggregator's IPv4 address (without it: forward only)\n"
+		"  --agg-mac MAC        the aggregator's MAC (default: port 0's)\n"
+		"  --udp-port N         CAIS data port (default %u)\n"
+		"  --config FILE        JSON array of control requests applied at start;\n"
+		"                       the first failure stops the start\n"
+		"  --ctl ADDR:PORT      control endpoint (default 127.0.0.1:%u)\n"
+		"  --ctl-key FILE       HMAC key of the control endpoint\n"
+		"  --stats-period S     print counters every S seconds (0: only at exit)\n"
+		"  --max-slots N        slot capacity of the switch (default %u)\n"
+		"  --mac-age S          MAC table ageing in seconds (default %u)\n"
+		"  --mtu N              MTU requested of devices that accept it (default %u)\n"
+		"  --mbufs N            packet mbufs (default %u; each holds %u bytes)\n"
+		"  --help               this text\n"
+		"\n"
+		"Example (veth testbed, no hugepages):\n"
+		"  %s --no-huge -m 512 --no-pci --file-prefix=sw1 -l 0 \\\n"
+		"    --vdev=net_af_packet0,iface=sw-p1,blocksz=16384,framesz=16384 \\\n"
+		"    --vdev=net_af_packet1,iface=sw-p2,blocksz=16384,framesz=16384 \\\n"
+		"    -- --agg-ip 10.0.0.254 --config sessions.json --stats-period 5\n"
+		"With several lcores, give af_packet devices qpairs=<number of lcores>.\n",
+		prog, CAIS_UDP_PORT, CAIS_CTL_PORT, DP_DEFAULT_SLOT_CAPACITY, DP_L2_DEFAULT_AGE_S,
+		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, prog);
+}
+
+static int
+parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max,
+	   unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "cais-switch: %s: '%s' is not an integer in [%lu, %lu]\n", opt, s,
+			min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int
+parse_ctl_addr(const char *s)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	unsigned long port;
+	struct in_addr a;
+
+	if (!colon || (size_t)(colon - s) >= sizeof(host)) {
+		fprintf(stderr, "cais-switch: --ctl: '%s' is not ADDR:PORT\n", s);
+		return -1;
+	}
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	if (inet_pton(AF_INET, host, &a) != 1) {
+		fprintf(stderr, "cais-switch: --ctl: '%s' is not an IPv4 address\n", host);
+		return -1;
+	}
+	return parse_uint("--ctl", colon + 1, 1, 65535, &port);
+}
+
+enum {
+	OPT_AGG_IP = 256,
+	OPT_AGG_MAC,
+	OPT_UDP_PORT,
+	OPT_CONFIG,
+	OPT_CTL,
+	OPT_CTL_KEY,
+	OPT_STATS_PERIOD,
+	OPT_MAX_SLOTS,
+	OPT_MAC_AGE,
+	OPT_MTU,
+	OPT_MBUFS,
+	OPT_HELP,
+};
+
+static int
+parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"agg-ip", required_argument, NULL, OPT_AGG_IP},
+		{"agg-mac", required_argument, NULL, OPT_AGG_MAC},
+		{"udp-port", required_argument, NULL, OPT_UDP_PORT},
+		{"config", required_argument, NULL, OPT_CONFIG},
+		{"ctl", required_argument, NULL, OPT_CTL},
+		{"ctl-key", required_argument, NULL, OPT_CTL_KEY},
+		{"stats-period", required_argument, NULL, OPT_STATS_PERIOD},
+		{"max-slots", required_argument, NULL, OPT_MAX_SLOTS},
+		{"mac-age", required_argument, NULL, OPT_MAC_AGE},
+		{"mtu", required_argument, NULL, OPT_MTU},
+		{"mbufs", required_argument, NULL, OPT_MBUFS},
+		{"help", no_argument, NULL, OPT_HELP},
+		{NULL, 0, NULL, 0},
+	};
+	unsigned long v;
+	int c;
+
+	optind = 1;
+	/* no short options: "" */
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_AGG_IP:
+			if (inet_pton(AF_INET, optarg, &o->agg_ip) != 1) {
+				fprintf(stderr, "cais-switch: --agg-ip: '%s' is not an IPv4 address\n",
+					optarg);
+				return -1;
+			}
+			o->agg_enabled = true;
+			break;
+		case OPT_AGG_MAC:
+			if (rte_ether_unformat_addr(optarg, &o->agg_mac) != 0 ||
+			    !rte_is_unicast_ether_addr(&o->agg_mac)) {
+				fprintf(stderr, "cais-switch: --agg-mac: '%s' is not a unicast MAC\n",
+					optarg);
+				return -1;
+			}
+			o->agg_mac_set = true;
+			break;
+		case OPT_UDP_PORT:
+			if (parse_uint("--udp-port", optarg, 1, 65535, &v))
+				return -1;
+			o->udp_port = (uint16_t)v;
+			break;
+		case OPT_CONFIG:
+			o->config = optarg;
+			break;
+		case OPT_CTL:
+			if (parse_ctl_addr(optarg))
+				return -1;
+			o->ctl = optarg;
+			break;
+		case OPT_CTL_KEY:
+			if (access(optarg, R_OK) != 0) {
+				fprintf(stderr, "cais-switch: --ctl-key: cannot read '%s': %s\n", optarg,
+					strerror(errno));
+				return -1;
+			}
+			o->ctl_key = optarg;
+			break;
+		case OPT_STATS_PERIOD:
+			if (parse_uint("--stats-period", optarg, 0, 86400, &v))
+				return -1;
+			o->stats_period = (unsigned int)v;
+			break;
+		case OPT_MAX_SLOTS:
+			if (parse_uint("--max-slots", optarg, 1, 1u << 24, &v))
+				return -1;
+			o->max_slots = (uint32_t)v;
+			break;
+		case OPT_MAC_AGE:
+			if (parse_uint("--mac-age", optarg, 1, 86400, &v))
+				return -1;
+			o->mac_age = (uint32_t)v;
+			break;
+		case OPT_MTU:
+			if (parse_uint("--mtu", optarg, 68, 9600, &v))
+				return -1;
+			o->mtu = (uint32_t)v;
+			break;
+		case OPT_MBUFS:
+			if (parse_uint("--mbufs", optarg, 1024, 1u << 22, &v))
+				return -1;
+			o->mbufs = (uint32_t)v;
+			break;
+		case OPT_HELP:
+			usage(stdout, argv[0]);
+			exit(EXIT_SUCCESS);
+		default:
+			usage(stderr, argv[0]);
+			return -1;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "cais-switch: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+on_signal(int sig)
+{
+	g_signal = sig;
+	if (g_sw)
+		g_sw->quit = true;
+}
+
+/* Configure port p: one TX queue per lcore, RX queues up to one per lcore. */
+static int
+port_init(struct dp_switch *sw, uint16_t p, const struct options *o, uint16_t *nb_rxq)
+{
+	struct rte_eth_conf conf = {0};
+	struct rte_eth_dev_info info;
+	struct rte_eth_txconf txc;
+	uint16_t nrx, ntx = (uint16_t)sw->n_lcores, q;
+	uint32_t overhead, mtu;
+	uint16_t cur_mtu;
+	char name[RTE_ETH_NAME_MAX_LEN];
+	int rc;
+
+	rte_eth_dev_get_name_by_port(p, name);
+	rc = rte_eth_dev_info_get(p, &info);
+	if (rc)
+		return rc;
+	if (info.max_tx_queues < ntx) {
+		LOG(ERR,
+		    "port %u (%s) has %u TX queues, %u lcores need one each "
+		    "(af_packet: add qpairs=%u to its --vdev, or use fewer lcores)",
+		    p, name, info.max_tx_queues, ntx, ntx);
+		return -EINVAL;
+	}
+	nrx = (uint16_t)RTE_MIN((unsigned int)info.max_rx_queues, sw->n_lcores);
+	if (nrx > 1 && info.flow_type_rss_offloads) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_hf =
+			info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+	}
+	if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+	/* jumbo frames where the device takes them (af_packet follows its interface's MTU) */
+	overhead = info.max_rx_pktlen > info.max_mtu ? info.max_rx_pktlen - info.max_mtu
+						     : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+	mtu = RTE_MIN(o->mtu, (uint32_t)info.max_mtu);
+	if (info.max_rx_pktlen > overhead)
+		mtu = RTE_MIN(mtu, info.max_rx_pktlen - overhead);
+	mtu = RTE_MIN(mtu, (uint32_t)DP_MBUF_DATA - overhead);
+	if (mtu > RTE_ETHER_MTU)
+		conf.rxmode.mtu = mtu;
+	rc = rte_eth_dev_configure(p, nrx, ntx, &conf);
+	if (rc) {
+		LOG(ERR, "port %u (%s): configure failed: %s", p, name, rte_strerror(-rc));
+		return rc;
+	}
+	for (q = 0; q < nrx; q++) {
+		rc = rte_eth_rx_queue_setup(p, q, DP_RX_DESC, rte_eth_dev_socket_id(p), NULL,
+					    sw->pool);
+		if (rc) {
+			LOG(ERR, "port %u (%s): RX queue %u: %s", p, name, q, rte_strerror(-rc));
+			return rc;
+		}
+	}
+	txc = info.default_txconf;
+	txc.offloads = conf.txmode.offloads;
+	for (q = 0; q < ntx; q++) {
+		rc = rte_eth_tx_queue_setup(p, q, DP_TX_DESC, rte_eth_dev_socket_id(p), &txc);
+		if (rc) {
+			LOG(ERR, "port %u (%s): TX queue %u: %s", p, name, q, rte_strerror(-rc));
+			return rc;
+		}
+	}
+	rc = rte_eth_dev_start(p);
+	if (rc) {
+		LOG(ERR, "port %u (%s): start failed: %s", p, name, rte_strerror(-rc));
+		return rc;
+	}
+	rc = rte_eth_promiscuous_enable(p);
+	if (rc && rc != -ENOTSUP)
+		LOG(WARNING, "port %u (%s): promiscuous mode: %s", p, name, rte_strerror(-rc));
+	if (!(conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_MULTI_SEGS))
+		LOG(INFO, "port %u (%s): no multi-segment TX offload advertised", p, name);
+	if (rte_eth_dev_get_mtu(p, &cur_mtu) != 0)
+		cur_mtu = 0;
+	LOG(INFO, "port %u: %s, %u RX / %u TX queues, MTU %u", p, name, nrx, ntx, cur_mtu);
+	*nb_rxq = nrx;
+	return 0;
+}
+
+/* Spread every (port, RX queue) over the lcores, round robin. */
+static int
+assign_queues(struct dp_switch *sw, const uint16_t *nb_rxq, uint16_t n_ports)
+{
+	unsigned int next = 0;
+
+	for (uint16_t p = 0; p < n_ports; p++)
+		for (uint16_t q = 0; q < nb_rxq[p]; q++) {
+			struct dp_lcore *lc = &sw->lcores[next++ % sw->n_lcores];
+
+			if (lc->n_rxq == DP_MAX_RXQ_PER_LCORE)
+				return -ENOSPC;
+			lc->rxq[lc->n_rxq].port = p;
+			lc->rxq[lc->n_rxq].queue = q;
+			lc->n_rxq++;
+		}
+	return 0;
+}
+
+struct periodic_state {
+	uint64_t period;
+	uint64_t next;
+};
+
+/* Runs on the main lcore between bursts: counters every --stats-period. */
+static void
+periodic(struct dp_switch *sw, void *arg)
+{
+	struct periodic_state *ps = arg;
+	uint64_t now = rte_rdtsc();
+
+	if (ps->period == 0 || (int64_t)(now - ps->next) < 0)
+		return;
+	ps->next = now + ps->period;
+	/* offline while printing: the control side may wait for a grace period meanwhile */
+	rte_rcu_qsbr_thread_offline(sw->rcu, 0);
+	dp_stats_print(sw, stdout);
+	rte_rcu_qsbr_thread_online(sw->rcu, 0);
+}
+
+static bool
+wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct options o = {.udp_port = CAIS_UDP_PORT, .mtu = DP_DEFAULT_MTU};
+	struct dp_switch_conf conf = {0};
+	struct periodic_state ps = {0};
+	struct ctl_ops ops;
+	struct ctl_err err;
+	uint16_t nb_rxq[DP_MAX_PORTS];
+	uint16_t n_ports, p;
+	unsigned int lcore, i;
+	int ret;
+
+	if (wants_help(argc, argv)) {
+		usage(stdout, argv[0]);
+		return EXIT_SUCCESS;
+	}
+	ret = rte_eal_init(argc, argv);
+	if (ret < 0)
+		rte_exit(EXIT_FAILURE, "EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+	argc -= ret;
+	argv += ret;
+	argv[0] = "cais-switch";
+	if (parse_args(argc, argv, &o) != 0)
+		rte_exit(EXIT_FAILURE, "bad options (see --help)\n");
+
+	n_ports = rte_eth_dev_count_avail();
+	if (n_ports == 0)
+		rte_exit(EXIT_FAILURE,
+			 "no ports: give PCI NICs or --vdev devices (see --help)\n");
+	if (n_ports > DP_MAX_PORTS)
+		rte_exit(EXIT_FAILURE, "%u ports, at most %u supported\n", n_ports, DP_MAX_PORTS);
+	for (p = 0; p < n_ports; p++)
+		if (!rte_eth_dev_is_valid_port(p))
+			rte_exit(EXIT_FAILURE, "ports must be numbered 0..%u\n", n_ports - 1);
+
+	conf.agg_enabled = o.agg_enabled;
+	conf.agg_ip = o.agg_ip;
+	if (o.agg_mac_set)
+		conf.agg_mac = o.agg_mac;
+	else if (rte_eth_macaddr_get(0, &conf.agg_mac) != 0)
+		rte_exit(EXIT_FAILURE, "cannot read port 0's MAC; give --agg-mac\n");
+	conf.udp_port = o.udp_port;
+	conf.n_ports = n_ports;
+	conf.n_lcores = 0;
+	conf.lcore_ids[conf.n_lcores++] = rte_get_main_lcore();
+	RTE_LCORE_FOREACH_WORKER(lcore)
+		conf.lcore_ids[conf.n_lcores++] = lcore;
+	conf.slot_capacity = o.max_slots;
+	conf.mac_age_s = o.mac_age;
+	conf.mbufs = o.mbufs;
+	conf.socket = (int)rte_socket_id();
+	conf.name = "cais";
+	g_sw = dp_switch_create(&conf);
+	if (!g_sw)
+		rte_exit(EXIT_FAILURE,
+			 "cannot create the switch (mbuf pools, tables): %s; "
+			 "give EAL more memory (-m) or fewer --mbufs\n",
+			 rte_strerror(rte_errno));
+
+	for (p = 0; p < n_ports; p++)
+		if (port_init(g_sw, p, &o, &nb_rxq[p]) != 0)
+			rte_exit(EXIT_FAILURE, "cannot set up port %u\n", p);
+	if (assign_queues(g_sw, nb_rxq, n_ports) != 0)
+		rte_exit(EXIT_FAILURE, "too many RX queues for the lcores\n");
+
+	if (o.agg_enabled) {
+		char ip[INET_ADDRSTRLEN], mac[RTE_ETHER_ADDR_FMT_SIZE];
+
+		inet_ntop(AF_INET, &o.agg_ip, ip, sizeof(ip));
+		rte_ether_format_addr(mac, sizeof(mac), &conf.agg_mac);
+		LOG(INFO, "aggregator %s (%s), UDP port %u, %u data lcore(s), %s kernels", ip, mac,
+		    o.udp_port, g_sw->n_lcores, g_sw->agg->name);
+	} else {
+		LOG(INFO, "no --agg-ip: forwarding only, %u data lcore(s)", g_sw->n_lcores);
+	}
+	if (o.ctl || o.ctl_key)
+		LOG(WARNING, "--ctl/--ctl-key accepted, but this build has no control endpoint "
+			     "yet; tables come from --config");
+
+	dp_switch_ctl_ops(g_sw, &ops);
+	if (o.config) {
+		if (ctl_apply_file(&ops, o.config, &err) != 0)
+			rte_exit(EXIT_FAILURE, "%s: %s\n", ctl_errname(err.code), err.msg);
+		LOG(INFO, "applied %s: %u session(s), %u tensor(s)", o.config,
+		    g_sw->n_sessions, g_sw->n_tensors);
+	}
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	ps.period = (uint64_t)o.stats_period * g_sw->hz;
+	ps.next = rte_rdtsc() + ps.period;
+	g_sw->periodic = periodic;
+	g_sw->periodic_arg = &ps;
+
+	for (i = 1; i < g_sw->n_lcores; i++)
+		rte_eal_remote_launch(dp_lcore_run, &g_sw->lcores[i], g_sw->lcores[i].lcore_id);
+	LOG(INFO, "running; Ctrl-C to stop");
+	fflush(stdout);
+	dp_lcore_run(&g_sw->lcores[0]);
+	rte_eal_mp_wait_lcore();
+
+	printf("\ncais-switch: stopping (%s)\n", g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+	dp_stats_print(g_sw, stdout);
+	for (p = 0; p < n_ports; p++) {
+		rte_eth_dev_stop(p);
+		rte_eth_dev_close(p);
+	}
+	dp_switch_free(g_sw);
+	g_sw = NULL;
+	rte_eal_cleanup();
+	return EXIT_SUCCESS;
+}

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The CAIS wire format, version 1: PROTOCOL.md sections 1-3 as code.
+ *
+ * Shared by the switch (dataplane/), the host agent (agent/) and the tests.
+ * Depends only on libc, so hosts never link DPDK.
+ *
+ * A data packet:
+ *
+ *   Ethernet II (0x0800) | IPv4, no options | UDP, dst 51733 | CAIS (24 B) | payload
+ *
+ * The CAIS header, every multi-byte field big-endian:
+ *
+ *    0                   1                   2                   3
+ *    0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+ *   +-------------------------------+-------+-------+---------------+
+ *   |         magic 0xCA15          |  ver  | type  |     flags     |  0
+ *   +-------------------------------+-------+-------+---------------+
+ *   |            tenant             |            session            |  4
+ *   +-------------------------------+-------------------------------+
+ *   |                            tensor                             |  8
+ *   +---------------------------------------------------------------+
+ *   |                              seq                              | 12
+ *   +-+-----------------------------+---------------+---------------+
+ *   |S|      slot index (15)        |     rank      |     dtype     | 16
+ *   +-+-----------------------------+---------------+---------------+
+ *   |             count             |            reason             | 20
+ *   +-------------------------------+-------------------------------+
+ *   |              payload: count x int32, big-endian ...           | 24
+ *
+ * S is the set bit (shadow copy 0/1).
+ *
+ * Reliability (section 3): a session numbers its chunks by seq (mod 2^32).
+ * Chunk seq lives in slot (seq mod S), set ((seq / S) mod 2) of the
+ * session's pool of S slots, S a power of two. A host keeps at most S chunks
+ * in flight, so the first DATA of a newer seq on a (slot, set) starts a new
+ * round. The switch keeps per (slot, set): the seq held, the accumulator,
+ * the bitmap of ranks seen, completion and the OVERFLOW bit.
+ *
+ * Sum is exact and order-independent: the switch adds in 64 bits and
+ * saturates once, when the round completes; OVERFLOW is set exactly when an
+ * element of the true sum lies outside int32 (the payload then carries
+ * INT32_MIN/INT32_MAX for it). Results never depend on arrival order.
+ */
+#ifndef CAIS_PROTO_H
+#define CAIS_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Big-endian (network order) field types; documentation only, like rte_be16_t. */
+typedef uint16_t cais_be16_t;
+typedef uint32_t cais_be32_t;
+
+#define CAIS_MAGIC 0xCA15u	   /**< first two bytes of every CAIS header */
+#define CAIS_VERSION 1u		   /**< protocol version in the high nibble of ver_type */
+#define CAIS_UDP_PORT 51733u	   /**< default data port (0xCA15) */
+#define CAIS_CTL_PORT 51734u	   /**< default control endpoint port */
+#define CAIS_HDR_LEN 24u	   /**< size of struct cais_hdr */
+#define CAIS_RANK_NONE 0xFFu	   /**< rank field of RESULT and REJECT */
+#define CAIS_MAX_WORLD 255u	   /**< world size n: 1..255 (rank 0xFF is reserved) */
+#define CAIS_MAX_SLOTS 32768u	   /**< pool size S: power of two 1..32768 (15-bit index) */
+#define CAIS_SET_BIT 0x8000u	   /**< set bit in the slot field */
+#define CAIS_SLOT_MASK 0x7FFFu	   /**< slot index bits in the slot field */
+#define CAIS_ELEM_SIZE 4u	   /**< bytes per payload element (FIXED32) */
+/** Largest elems_per_packet: 2048 x 4 B fit a 9000-byte MTU with IPv4/UDP/CAIS headers. */
+#define CAIS_MAX_ELEMS 2048u
+/** Elements per packet of the P4 (hardware) profile. */
+#define CAIS_P4_ELEMS 64u
+#define CAIS_ETH_HLEN 14u	   /**< Ethernet II header, no VLAN tag */
+#define CAIS_IP_HLEN 20u	   /**< IPv4 header, no options */
+#define CAIS_UDP_HLEN 8u	   /**< UDP header */
+/** Offset of the CAIS header in a frame: fixed because options and tags are not allowed. */
+#define CAIS_FRAME_HDR_OFF (CAIS_ETH_HLEN + CAIS_IP_HLEN + CAIS_UDP_HLEN)
+/** Frame bytes before the payload. */
+#define CAIS_FRAME_OVERHEAD (CAIS_FRAME_HDR_OFF + CAIS_HDR_LEN)
+
+/** Message types (low nibble of ver_type): X(name, value, text). */
+#define CAIS_TYPES(X)                                                                              \
+	X(DATA, 1, "data")                                                                         \
+	X(RESULT, 2, "result")                                                                     \
+	X(REJECT, 3, "reject")
+
+/** Header flags: X(name, bit value, text). */
+#define CAIS_FLAGS(X)                                                                              \
+	X(RETX, 0x01, "retx")                                                                      \
+	X(OVERFLOW, 0x02, "overflow")                                                              \
+	X(CONGESTED, 0x04, "congested")                                                            \
+	X(FWD_ONLY, 0x08, "fwd_only")
+
+/** REJECT reason codes: X(name, value, text). */
+#define CAIS_REASONS(X)                                                                            \
+	X(UNKNOWN_TENSOR, 1, "unknown_tensor")                                                     \
+	X(NOT_MEMBER, 2, "not_member")                                                             \
+	X(NO_SLOT, 3, "no_slot")                                                                   \
+	X(FWD_ONLY, 4, "fwd_only")                                                                 \
+	X(BAD_COUNT, 5, "bad_count")                                                               \
+	X(BAD_DTYPE, 6, "bad_dtype")
+
+/** Payload element types: X(name, value, text). */
+#define CAIS_DTYPES(X) X(FIXED32, 0, "fixed32")
+
+/** Outcome of cais_hdr_check(): X(name, text). OK first. */
+#define CAIS_HDR_CHECKS(X)                                                                         \
+	X(OK, "ok")                                                                                \
+	X(SHORT, "shorter than the 24-byte header")                                                \
+	X(BAD_MAGIC, "magic is not 0xCA15")                                                        \
+	X(BAD_VERSION, "version is not 1")                                                         \
+	X(BAD_TYPE, "type is not DATA, RESULT or REJECT")                                          \
+	X(BAD_FLAGS, "reserved flag bits set")
+
+#define CAIS_X_ENUM(name, val, text) CAIS_TYPE_##name = val,
+enum cais_type { CAIS_TYPES(CAIS_X_ENUM) };
+#undef CAIS_X_ENUM
+#define CAIS_X_ENUM(name, val, text) CAIS_F_##name = val,
+enum cais_flag { CAIS_FLAGS(CAIS_X_ENUM) };
+#undef CAIS_X_ENUM
+#define CAIS_X_ENUM(name, val, text) CAIS_R_##name = val,
+enum cais_reason { CAIS_R_NONE = 0, CAIS_REASONS(CAIS_X_ENUM) CAIS_R_MAX };
+#undef CAIS_X_ENUM
+#define CAIS_X_ENUM(name, val, text) CAIS_DT_##name = val,
+enum cais_dtype { CAIS_DTYPES(CAIS_X_ENUM) };
+#undef CAIS_X_ENUM
+#define CAIS_X_ENUM(name, text) CAIS_HDR_##name,
+enum cais_hdr_check { CAIS_HDR_CHECKS(CAIS_X_ENUM) CAIS_HDR_CHECK_MAX };
+#undef CAIS_X_ENUM
+
+/** Every defined flag bit; the others must be 0. */
+#define CAIS_X_OR(name, val, text) | (val)
+enum { CAIS_FLAGS_ALL = 0 CAIS_FLAGS(CAIS_X_OR) };
+#undef CAIS_X_OR
+
+/** The 24-byte CAIS header. Multi-byte fields are big-endian. */
+struct __attribute__((packed)) cais_hdr {
+	cais_be16_t magic;   /**< CAIS_MAGIC */
+	uint8_t ver_type;    /**< version (high nibble) << 4 | type (low nibble) */
+	uint8_t flags;	     /**< CAIS_F_* bits */
+	cais_be16_t tenant;  /**< tenant id, unique in the cluster */
+	cais_be16_t session; /**< session id, unique within the tenant */
+	cais_be32_t tensor;  /**< tensor id, registered in the tensor table */
+	cais_be32_t seq;     /**< chunk sequence number within the session, mod 2^32 */
+	cais_be16_t slot;    /**< bit 15: set; bits 0..14: slot index in the pool */
+	uint8_t rank;	     /**< sender's rank (DATA); CAIS_RANK_NONE otherwise */
+	uint8_t dtype;	     /**< payload element type, CAIS_DT_FIXED32 */
+	cais_be16_t count;   /**< payload elements, 1..elems_per_packet (0 on REJECT) */
+	cais_be16_t reason;  /**< CAIS_R_* on REJECT, 0 otherwise */
+};
+
+_Static_assert(sizeof(struct cais_hdr) == CAIS_HDR_LEN, "CAIS header is 24 bytes");
+_Static_assert(offsetof(struct cais_hdr, magic) == 0, "magic at 0");
+_Static_assert(offsetof(struct cais_hdr, ver_type) == 2, "ver_type at 2");
+_Static_assert(offsetof(struct cais_hdr, flags) == 3, "flags at 3");
+_Static_assert(offsetof(struct cais_hdr, tenant) == 4, "tenant at 4");
+_Static_assert(offsetof(struct cais_hdr, session) == 6, "session at 6");
+_Static_assert(offsetof(struct cais_hdr, tensor) == 8, "tensor at 8");
+_Static_assert(offsetof(struct cais_hdr, seq) == 12, "seq at 12");
+_Static_assert(offsetof(struct cais_hdr, slot) == 16, "slot at 16");
+_Static_assert(offsetof(struct cais_hdr, rank) == 18, "rank at 18");
+_Static_assert(offsetof(struct cais_hdr, dtype) == 19, "dtype at 19");
+_Static_assert(offsetof(struct cais_hdr, count) == 20, "count at 20");
+_Static_assert(offsetof(struct cais_hdr, reason) == 22, "reason at 22");
+
+/** Host-order view of a header, for building and tests. */
+struct cais_fields {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t tenant;
+	uint16_t session;
+	uint32_t tensor;
+	uint32_t seq;
+	uint16_t slot; /**< index, 0..32767 */
+	uint8_t set;   /**< 0 or 1 */
+	uint8_t rank;
+	uint8_t dtype;
+	uint16_t count;
+	uint16_t reason;
+};
+
+/** @return the name of a type, "?" if undefined. */
+static inline const char *
+cais_type_name(unsigned int type)
+{
+#define CAIS_X_CASE(name, val, text)                                                               \
+	case val:                                                                                  \
+		return text;
+	switch (type) { CAIS_TYPES(CAIS_X_CASE) default : return "?"; }
+#undef CAIS_X_CASE
+}
+
+/** @return the name of a REJECT reason, "none" for 0, "?" if undefined. */
+static inline const char *
+cais_reason_name(unsigned int reason)
+{
+#define CAIS_X_CASE(name, val, text)                                                               \
+	case val:                                                                                  \
+		return text;
+	switch (reason) {
+	case 0:
+		return "none";
+		CAIS_REASONS(CAIS_X_CASE)
+	default:
+		return "?";
+	}
+#undef CAIS_X_CASE
+}
+
+/** @return the name of one flag bit, "?" if undefined. */
+static inline const char *
+cais_flag_name(unsigned int flag)
+{
+#define CAIS_X_CASE(name, val, text)                                                               \
+	case val:                                                                                  \
+		return text;
+	switch (flag) { CAIS_FLAGS(CAIS_X_CASE) default : return "?"; }
+#undef CAIS_X_CASE
+}
+
+/** @return the text of a cais_hdr_check() outcome. */
+static inline const char *
+cais_hdr_check_name(enum cais_hdr_check c)
+{
+#define CAIS_X_TEXT(name, text) text,
+	static const char *const names[] = {CAIS_HDR_CHECKS(CAIS_X_TEXT)};
+#undef CAIS_X_TEXT
+	return (unsigned int)c < CAIS_HDR_CHECK_MAX ? names[c] : "?";
+}
+
+/** Serial-number comparison (RFC 1982 style): is a older than b? */
+static inline bool
+cais_seq_before(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
+/** @return true when s is a power of two in 1..CAIS_MAX_SLOTS. */
+static inline bool
+cais_pool_size_ok(uint32_t s)
+{
+	return s >= 1 && s <= CAIS_MAX_SLOTS && (s & (s - 1)) == 0;
+}
+
+/**
+ * The slot field (set bit and index) that chunk seq must carry in a pool
+ * of S slots (S a power of two).
+ */
+static inline uint16_t
+cais_slot_field(uint32_t seq, uint32_t pool)
+{
+	uint32_t index = seq & (pool - 1);
+	uint32_t set = (seq / pool) & 1u;
+	return (uint16_t)(index | (set ? CAIS_SET_BIT : 0));
+}
+
+/** @return the type in a header (low nibble of ver_type). */
+static inline unsigned int
+cais_hdr_type(const struct cais_hdr *h)
+{
+	return h->ver_type & 0x0Fu;
+}
+
+/**
+ * Check the fixed fields of a header that arrived in len bytes: length,
+ * magic, version, type, reserved flags. Does not look at the payload.
+ * @return CAIS_HDR_OK or the first failed check.
+ */
+static inline enum cais_hdr_check
+cais_hdr_check(const void *buf, size_t len)
+{
+	const struct cais_hdr *h = (const struct cais_hdr *)buf;
+	unsigned int type;
+
+	if (len < CAIS_HDR_LEN)
+		return CAIS_HDR_SHORT;
+	if (ntohs(h->magic) != CAIS_MAGIC)
+		return CAIS_HDR_BAD_MAGIC;
+	if ((h->ver_type >> 4) != CAIS_VERSION)
+		return CAIS_HDR_BAD_VERSION;
+	type = cais_hdr_type(h);
+	if (type < CAIS_TYPE_DATA || type > CAIS_TYPE_REJECT)
+		return CAIS_HDR_BAD_TYPE;
+	if (h->flags & ~CAIS_FLAGS_ALL)
+		return CAIS_HDR_BAD_FLAGS;
+	return CAIS_HDR_OK;
+}
+
+/** Write a header from host-order fields. */
+static inline void
+cais_hdr_build(struct cais_hdr *h, const struct cais_fields *f)
+{
+	h->magic = htons(CAIS_MAGIC);
+	h->ver_type = (uint8_t)((CAIS_VERSION << 4) | (f->type & 0x0Fu));
+	h->flags = f->flags;
+	h->tenant = htons(f->tenant);
+	h->session = htons(f->session);
+	h->tensor = htonl(f->tensor);
+	h->seq = htonl(f->seq);
+	h->slot = htons((uint16_t)((f->slot & CAIS_SLOT_MASK) | (f->set ? CAIS_SET_BIT : 0)));
+	h->rank = f->rank;
+	h->dtype = f->dtype;
+	h->count = htons(f->count);
+	h->reason = htons(f->reason);
+}
+
+/** Read a header into host-order fields (no checks; see cais_hdr_check()). */
+static inline void
+cais_hdr_read(const struct cais_hdr *h, struct cais_fields *f)
+{
+	uint16_t slot = ntohs(h->slot);
+
+	f->type = (uint8_t)cais_hdr_type(h);
+	f->flags = h->flags;
+	f->tenant = ntohs(h->tenant);
+	f->session = ntohs(h->session);
+	f->tensor = ntohl(h->tensor);
+	f->seq = ntohl(h->seq);
+	f->slot = slot & CAIS_SLOT_MASK;
+	f->set = (slot & CAIS_SET_BIT) ? 1 : 0;
+	f->rank = h->rank;
+	f->dtype = h->dtype;
+	f->count = ntohs(h->count);
+	f->reason = ntohs(h->reason);
+}
+
+/**
+ * Fill the fields of DATA chunk seq from rank for a pool of S slots: slot
+ * and set derived from seq as section 3 requires.
+ */
+static inline void
+cais_data_fields(struct cais_fields *f, uint16_t tenant, uint16_t session, uint32_t tensor,
+		 uint32_t seq, uint32_t pool, uint8_t rank, uint16_t count)
+{
+	uint16_t sf = cais_slot_field(seq, pool);
+
+	memset(f, 0, sizeof(*f));
+	f->type = CAIS_TYPE_DATA;
+	f->tenant = tenant;
+	f->session = session;
+	f->tensor = tensor;
+	f->seq = seq;
+	f->slot = sf & CAIS_SLOT_MASK;
+	f->set = (sf & CAIS_SET_BIT) ? 1 : 0;
+	f->rank = rank;
+	f->dtype = CAIS_DT_FIXED32;
+	f->count = count;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAIS_PROTO_H */
