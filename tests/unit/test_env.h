@@ -105,7 +105,7 @@ tenv_create(const struct tf_end *agg, uint16_t n_ports, unsigned int n_lcores)
 {
 	struct tenv *e = calloc(1, sizeof(*e));
 	struct dp_switch_conf c = {0};
-	char name[32], pool[RTE_MEMPOOL_NAMESIZE];
+	char name[16], pool[RTE_MEMPOOL_NAMESIZE];
 
 	tenv_eal(n_lcores > 2 ? n_lcores : 2);
 	snprintf(name, sizeof(name), "t%u", tenv_seq++);

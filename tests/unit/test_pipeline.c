@@ -1,0 +1,807 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The switch pipeline end to end without ports: DATA frames in, RESULT
+ * frames out, compared byte for byte with frames the test builds itself.
+ * Covers the reliability rules of PROTOCOL.md section 3 (arrival orders,
+ * duplicates, loss, lost RESULTs, stale seqs, set alternation and seq wrap,
+ * saturation), the ops, ARP, L2 learning/flooding, the lcore handoff,
+ * forward-only mode and the lease.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "test_env.h"
+
+#define N_PORTS 8
+#define MAXE 2048
+
+static struct tenv *E;
+static struct tf_end AGG, H[N_PORTS];
+static uint8_t frame[CAIS_FRAME_OVERHEAD + 4 * MAXE];
+
+static void
+addrs(void)
+{
+	static const uint8_t agg_mac[6] = {0x02, 0xaa, 0, 0, 0, 0xfe};
+
+	memcpy(AGG.mac, agg_mac, 6);
+	AGG.ip = htonl(0x0A0000FE); /* 10.0.0.254 */
+	AGG.port = CAIS_UDP_PORT;
+	for (unsigned int r = 0; r < N_PORTS; r++) {
+		uint8_t mac[6] = {0x02, 0, 0, 0, 0, (uint8_t)(r + 1)};
+
+		memcpy(H[r].mac, mac, 6);
+		H[r].ip = htonl(0x0A000001 + r);
+		H[r].port = (uint16_t)(40000 + r);
+	}
+}
+
+static void
+ctl_ok(const char *json)
+{
+	struct ctl_err err;
+
+	if (tenv_ctl(E, json, &err) != 0)
+		fail_msg("%s: %s: %s", json, ctl_errname(err.code), err.msg);
+}
+
+/* Session (t, s) with members H[0..n-1]. */
+static void
+session(unsigned int t, unsigned int s, unsigned int n, unsigned int slots, unsigned int elems)
+{
+	char buf[4096];
+	int k = snprintf(buf, sizeof(buf),
+			 "{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":%u,"
+			 "\"slots\":%u,\"elems_per_packet\":%u,\"members\":[",
+			 t, s, n, slots, elems);
+
+	for (unsigned int r = 0; r < n; r++)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
+			      "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
+			      "\"port\":%u}",
+			      r ? "," : "", r, r + 1, r + 1, 40000 + r);
+	snprintf(buf + k, sizeof(buf) - (size_t)k, "]}}");
+	ctl_ok(buf);
+}
+
+static void
+tensor(unsigned int t, unsigned int s, unsigned int x, const char *op)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof(buf),
+		 "{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"tensor\":%u,"
+		 "\"op\":\"%s\",\"scale\":1024}}",
+		 t, s, x, op);
+	ctl_ok(buf);
+}
+
+struct chunk {
+	uint16_t tenant, session;
+	uint32_t tensor, seq, pool;
+	uint16_t count;
+};
+
+static int32_t
+val(unsigned int rank, uint32_t seq, unsigned int i)
+{
+	return (int32_t)((rank + 1) * 100003u + seq * 7919u + i * 31u) % 200001 - 100000;
+}
+
+/* Send rank's DATA for chunk c (values val(rank, seq, i), or vals if given) on port rank. */
+static void
+send_data(const struct chunk *c, unsigned int rank, const int32_t *vals, uint8_t flags)
+{
+	static int32_t v[MAXE];
+	struct cais_fields f;
+	size_t len;
+
+	if (!vals) {
+		for (unsigned int i = 0; i < c->count; i++)
+			v[i] = val(rank, c->seq, i);
+		vals = v;
+	}
+	cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, (uint8_t)rank,
+			 c->count);
+	f.flags = flags;
+	len = tf_cais_frame(frame, &H[rank], &AGG, &f, vals, c->count);
+	tenv_send(E, (uint16_t)rank, frame, len);
+}
+
+/* The RESULT frame the switch must send to rank for chunk c with values want. */
+static size_t
+result_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, const int32_t *want,
+	     uint8_t flags)
+{
+	struct cais_fields f;
+
+	cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, CAIS_RANK_NONE,
+			 c->count);
+	f.type = CAIS_TYPE_RESULT;
+	f.flags = flags;
+	return tf_cais_frame(buf, &AGG, &H[rank], &f, want, c->count);
+}
+
+/* Exactly the members in mask got the RESULT, byte for byte, on their ports; clears. */
+static void
+expect_results(const struct chunk *c, uint32_t mask, const int32_t *want, uint8_t flags)
+{
+	static uint8_t exp[CAIS_FRAME_OVERHEAD + 4 * MAXE];
+	unsigned int n = (unsigned int)__builtin_popcount(mask);
+	uint32_t seen = 0;
+
+	if (E->n_cap != n)
+		fail_msg("seq %u: %u frames sent, %u expected", c->seq, E->n_cap, n);
+	for (unsigned int k = 0; k < E->n_cap; k++) {
+		const struct tenv_frame *fr = &E->cap[k];
+		unsigned int r = fr->port;
+		size_t len;
+
+		assert_true(r < N_PORTS && ((mask >> r) & 1) && !((seen >> r) & 1));
+		seen |= 1u << r;
+		len = result_frame(exp, c, r, want, flags);
+		assert_int_equal(fr->len, len);
+		if (memcmp(fr->data, exp, len) != 0) {
+			size_t i = 0;
+
+			while (fr->data[i] == exp[i])
+				i++;
+			fail_msg("seq %u: RESULT to rank %u differs at byte %zu: %02x, want %02x",
+				 c->seq, r, i, fr->data[i], exp[i]);
+		}
+	}
+	tenv_clear(E);
+}
+
+static void
+expect_nothing(void)
+{
+	if (E->n_cap)
+		fail_msg("%u unexpected frame(s), first to port %u", E->n_cap, E->cap[0].port);
+}
+
+static void
+expected_sum(const struct chunk *c, unsigned int n, int32_t *want)
+{
+	for (unsigned int i = 0; i < c->count; i++) {
+		int64_t s = 0;
+
+		for (unsigned int r = 0; r < n; r++)
+			s += val(r, c->seq, i);
+		want[i] = (int32_t)s;
+	}
+}
+
+static const struct dp_session_counters *
+counters(unsigned int t, unsigned int s, struct dp_session_counters *sum)
+{
+	struct dp_session *ss;
+
+	memset(sum, 0, sizeof(*sum));
+	LIST_FOREACH(ss, &E->sw->sessions, link)
+		if (ss->tenant == t && ss->session == s)
+			for (unsigned int k = 0; k < ss->n_lcores; k++) {
+				const struct dp_session_counters *p = &ss->part[k].c;
+
+				sum->rounds += p->rounds;
+				sum->duplicates += p->duplicates;
+				sum->stale += p->stale;
+				sum->retx += p->retx;
+				sum->resends += p->resends;
+				sum->inconsistent += p->inconsistent;
+				sum->abandoned += p->abandoned;
+				sum->overflow += p->overflow;
+			}
+	return sum;
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	E = tenv_create(&AGG, N_PORTS, 1);
+	session(1, 1, 4, 8, 64);
+	tensor(1, 1, 1, "sum");
+	tensor(1, 1, 2, "max");
+	tensor(1, 1, 3, "min");
+	tensor(1, 1, 4, "avg");
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	tenv_free(E);
+	E = NULL;
+	return 0;
+}
+
+/* Every arrival order of 4 contributions gives the same RESULT bytes. */
+static void
+t_orders(void **state)
+{
+	static const unsigned int p[24][4] = {
+		{0, 1, 2, 3}, {0, 1, 3, 2}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 3, 1, 2}, {0, 3, 2, 1},
+		{1, 0, 2, 3}, {1, 0, 3, 2}, {1, 2, 0, 3}, {1, 2, 3, 0}, {1, 3, 0, 2}, {1, 3, 2, 0},
+		{2, 0, 1, 3}, {2, 0, 3, 1}, {2, 1, 0, 3}, {2, 1, 3, 0}, {2, 3, 0, 1}, {2, 3, 1, 0},
+		{3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0}};
+	int32_t vals[4][64], want[64];
+	struct dp_session_counters sc;
+
+	(void)state;
+	/* the same values every time (seq changes), so the payloads must be identical */
+	for (unsigned int r = 0; r < 4; r++)
+		for (unsigned int i = 0; i < 64; i++)
+			vals[r][i] = val(r, 5, i) * (int32_t)(r + 1) * 97;
+	for (unsigned int i = 0; i < 64; i++)
+		want[i] = vals[0][i] + vals[1][i] + vals[2][i] + vals[3][i];
+	for (unsigned int k = 0; k < 24; k++) {
+		struct chunk c = {1, 1, 1, 100 + k, 8, 64};
+
+		for (unsigned int j = 0; j < 4; j++) {
+			send_data(&c, p[k][j], vals[p[k][j]], 0);
+			if (j < 3)
+				expect_nothing();
+		}
+		expect_results(&c, 0xF, want, 0);
+	}
+	assert_int_equal(counters(1, 1, &sc)->rounds, 24);
+	assert_int_equal(sc.duplicates, 0);
+}
+
+/* A duplicate at every point of a round is dropped and never added. */
+static void
+t_duplicates(void **state)
+{
+	int32_t want[64];
+
+	(void)state;
+	for (unsigned int point = 0; point < 4; point++)
+		for (unsigned int who = 0; who <= point && who < 4; who++) {
+			struct chunk c = {1, 1, 1, 200 + point * 4 + who, 8, 64};
+			struct dp_session_counters sc;
+			uint64_t dups = counters(1, 1, &sc)->duplicates;
+
+			expected_sum(&c, 4, want);
+			for (unsigned int r = 0; r < 4; r++) {
+				send_data(&c, r, NULL, 0);
+				if (r == point && r < 3) {
+					/* resend an already counted contribution, twice */
+					send_data(&c, who, NULL, CAIS_F_RETX);
+					send_data(&c, who, NULL, 0);
+					expect_nothing();
+				}
+			}
+			expect_results(&c, 0xF, want, 0);
+			if (point < 3)
+				assert_int_equal(counters(1, 1, &sc)->duplicates, dups + 2);
+		}
+}
+
+/* A lost DATA is recovered by its retransmission; the RESULT is unchanged. */
+static void
+t_loss_retx(void **state)
+{
+	struct chunk c = {1, 1, 1, 300, 8, 64};
+	struct dp_session_counters sc;
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	send_data(&c, 0, NULL, 0);
+	send_data(&c, 1, NULL, 0);
+	/* rank 2's DATA is lost; rank 3 and 0 time out and retransmit too */
+	send_data(&c, 3, NULL, 0);
+	send_data(&c, 3, NULL, CAIS_F_RETX);
+	send_data(&c, 0, NULL, CAIS_F_RETX);
+	expect_nothing();
+	send_data(&c, 2, NULL, CAIS_F_RETX);
+	expect_results(&c, 0xF, want, 0);
+	counters(1, 1, &sc);
+	assert_int_equal(sc.retx, 3);
+	assert_int_equal(sc.duplicates, 2);
+	assert_int_equal(sc.rounds, 1);
+}
+
+/* A lost RESULT: the retransmitted DATA gets the stored RESULT, to that rank only. */
+static void
+t_lost_result(void **state)
+{
+	struct chunk c = {1, 1, 1, 400, 8, 64};
+	struct dp_session_counters sc;
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+	for (unsigned int r = 0; r < 4; r++) {
+		send_data(&c, r, NULL, CAIS_F_RETX);
+		expect_results(&c, 1u << r, want, 0);
+	}
+	/* still answered after the other set of the slot moved on */
+	{
+		struct chunk d = {1, 1, 1, 408, 8, 64};
+		int32_t w2[64];
+
+		expected_sum(&d, 4, w2);
+		for (unsigned int r = 0; r < 4; r++)
+			send_data(&d, r, NULL, 0);
+		expect_results(&d, 0xF, w2, 0);
+		send_data(&c, 2, NULL, CAIS_F_RETX);
+		expect_results(&c, 1u << 2, want, 0);
+	}
+	/* a retransmission whose count differs from the round's is dropped */
+	c.count = 32;
+	send_data(&c, 1, NULL, CAIS_F_RETX);
+	expect_nothing();
+	assert_int_equal(counters(1, 1, &sc)->resends, 5);
+	assert_int_equal(sc.inconsistent, 1);
+}
+
+/* Older seqs on a (slot, set) are stale: dropped, counted, never answered. */
+static void
+t_stale(void **state)
+{
+	struct chunk old = {1, 1, 1, 500, 8, 64}, cur = {1, 1, 1, 516, 8, 64};
+	struct dp_session_counters sc;
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&old, 4, want);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&old, r, NULL, 0);
+	expect_results(&old, 0xF, want, 0);
+	/* seq 516 = 500 + 2S: the same slot and set, a new round */
+	send_data(&cur, 0, NULL, 0);
+	send_data(&old, 1, NULL, CAIS_F_RETX); /* late retransmission of the old round */
+	send_data(&old, 3, NULL, 0);
+	expect_nothing();
+	assert_int_equal(counters(1, 1, &sc)->stale, 2);
+	expected_sum(&cur, 4, want);
+	for (unsigned int r = 1; r < 4; r++)
+		send_data(&cur, r, NULL, 0);
+	expect_results(&cur, 0xF, want, 0);
+	/* an open round overwritten by a newer seq is counted as abandoned */
+	cur.seq = 532;
+	send_data(&cur, 0, NULL, 0);
+	cur.seq = 548;
+	send_data(&cur, 1, NULL, 0);
+	assert_int_equal(counters(1, 1, &sc)->abandoned, 1);
+}
+
+/* Thousands of rounds across the 2^32 wrap, every slot and set, S chunks in flight. */
+static void
+t_wrap_alternation(void **state)
+{
+	const uint32_t S = 8, start = 0xFFFFFFFFu - 3000;
+	int32_t want[S][64];
+	struct dp_session_counters sc;
+	uint32_t q;
+
+	(void)state;
+	session(2, 9, 4, S, 64);
+	tensor(2, 9, 1, "sum");
+	/* the window: S chunks outstanding; rank order rotates per chunk */
+	for (q = start; q != start + 6000; q += S) {
+		for (uint32_t k = 0; k < S; k++) {
+			struct chunk c = {2, 9, 1, q + k, S, (uint16_t)(1 + (q + k) % 64)};
+
+			expected_sum(&c, 4, want[k]);
+			for (unsigned int j = 0; j < 3; j++)
+				send_data(&c, (j + k) % 4, NULL, 0);
+		}
+		expect_nothing();
+		for (uint32_t k = 0; k < S; k++) {
+			struct chunk c = {2, 9, 1, q + k, S, (uint16_t)(1 + (q + k) % 64)};
+
+			send_data(&c, (3 + k) % 4, NULL, 0);
+			expect_results(&c, 0xF, want[k], 0);
+		}
+	}
+	assert_int_equal(counters(2, 9, &sc)->rounds, 6000);
+	assert_int_equal(sc.stale + sc.duplicates + sc.inconsistent + sc.abandoned, 0);
+	/* a chunk whose slot or set disagree with its seq is dropped */
+	{
+		struct cais_fields f;
+		int32_t v[4] = {1, 2, 3, 4};
+		size_t len;
+		uint64_t before = tenv_drops(E, DP_DROP_SLOT_MISMATCH);
+
+		cais_data_fields(&f, 2, 9, 1, q, S, 0, 4);
+		f.set ^= 1;
+		len = tf_cais_frame(frame, &H[0], &AGG, &f, v, 4);
+		tenv_send(E, 0, frame, len);
+		cais_data_fields(&f, 2, 9, 1, q, S, 0, 4);
+		f.slot = (f.slot + 1) % S;
+		len = tf_cais_frame(frame, &H[0], &AGG, &f, v, 4);
+		tenv_send(E, 0, frame, len);
+		expect_nothing();
+		assert_int_equal(tenv_drops(E, DP_DROP_SLOT_MISMATCH), before + 2);
+	}
+}
+
+/* Sums saturate in both directions with OVERFLOW; partial overflows that cancel do not. */
+static void
+t_saturation(void **state)
+{
+	int32_t v[4][4] = {
+		{INT32_MAX, INT32_MIN, INT32_MAX, 5},
+		{1, -1, 1, 6},
+		{-1, 0, INT32_MAX, 7},
+		{0, -5, -3, 8},
+	};
+	int32_t want[4] = {INT32_MAX, INT32_MIN, INT32_MAX, 26};
+	int32_t cancel[4][1] = {{INT32_MAX}, {1}, {-1}, {0}};
+	int32_t want_cancel[1] = {INT32_MAX};
+	struct dp_session_counters sc;
+
+	(void)state;
+	for (unsigned int order = 0; order < 2; order++) {
+		struct chunk c = {1, 1, 1, 600 + order, 8, 4};
+
+		for (unsigned int j = 0; j < 4; j++) {
+			unsigned int r = order ? 3 - j : j;
+			send_data(&c, r, v[r], 0);
+		}
+		expect_results(&c, 0xF, want, CAIS_F_OVERFLOW);
+		/* the stored RESULT keeps its OVERFLOW flag */
+		send_data(&c, 2, v[2], CAIS_F_RETX);
+		expect_results(&c, 1u << 2, want, CAIS_F_OVERFLOW);
+	}
+	/* MAX + 1 - 1 + 0 == MAX exactly, whatever the order: no OVERFLOW */
+	for (unsigned int order = 0; order < 2; order++) {
+		struct chunk c = {1, 1, 1, 610 + order, 8, 1};
+
+		for (unsigned int j = 0; j < 4; j++) {
+			unsigned int r = order ? (j + 2) % 4 : j;
+			send_data(&c, r, cancel[r], 0);
+		}
+		expect_results(&c, 0xF, want_cancel, 0);
+	}
+	assert_int_equal(counters(1, 1, &sc)->overflow, 2);
+}
+
+static void
+t_max_min_avg(void **state)
+{
+	int32_t mx[64], mn[64], sum[64];
+
+	(void)state;
+	for (unsigned int x = 2; x <= 4; x++) {
+		struct chunk c = {1, 1, x, 700 + x, 8, 64};
+
+		for (unsigned int i = 0; i < 64; i++) {
+			mx[i] = INT32_MIN;
+			mn[i] = INT32_MAX;
+			for (unsigned int r = 0; r < 4; r++) {
+				int32_t v = val(r, c.seq, i);
+				mx[i] = v > mx[i] ? v : mx[i];
+				mn[i] = v < mn[i] ? v : mn[i];
+			}
+		}
+		expected_sum(&c, 4, sum);
+		for (unsigned int r = 0; r < 4; r++)
+			send_data(&c, 3 - r, NULL, 0);
+		/* avg aggregates as sum: hosts divide by n */
+		expect_results(&c, 0xF, x == 2 ? mx : x == 3 ? mn : sum, 0);
+	}
+}
+
+/* Contributions whose count or tensor differ from the round's are dropped. */
+static void
+t_inconsistent(void **state)
+{
+	struct chunk c = {1, 1, 1, 800, 8, 64}, other = c;
+	struct dp_session_counters sc;
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	send_data(&c, 0, NULL, 0);
+	other.count = 63;
+	send_data(&other, 1, NULL, 0);
+	other = c;
+	other.tensor = 2;
+	send_data(&other, 2, NULL, 0);
+	expect_nothing();
+	assert_int_equal(counters(1, 1, &sc)->inconsistent, 2);
+	for (unsigned int r = 1; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+}
+
+/* A session of one: every DATA completes its round at once. */
+static void
+t_world_one(void **state)
+{
+	struct chunk c = {5, 5, 1, 0, 1, 3};
+	int32_t want[3];
+
+	(void)state;
+	session(5, 5, 1, 1, 16);
+	tensor(5, 5, 1, "sum");
+	for (uint32_t q = 0; q < 10; q++) {
+		c.seq = q;
+		expected_sum(&c, 1, want);
+		send_data(&c, 0, NULL, 0);
+		expect_results(&c, 1, want, 0);
+	}
+}
+
+/* 2048 elements per packet (8 KiB payload, jumbo frames), 8 ranks, RESULT shared by 8. */
+static void
+t_jumbo(void **state)
+{
+	static int32_t want[MAXE];
+	struct chunk c = {6, 1, 1, 0, 4, MAXE};
+
+	(void)state;
+	session(6, 1, 8, 4, MAXE);
+	tensor(6, 1, 1, "sum");
+	for (uint32_t q = 0; q < 9; q++) {
+		c.seq = q;
+		expected_sum(&c, 8, want);
+		for (unsigned int r = 0; r < 8; r++)
+			send_data(&c, (r * 3 + q) % 8, NULL, 0);
+		expect_results(&c, 0xFF, want, 0);
+	}
+}
+
+static void
+t_arp(void **state)
+{
+	uint8_t want[60] = {0};
+	size_t len = tf_arp_request(frame, &H[3], AGG.ip);
+	uint8_t *a = want + 14;
+
+	(void)state;
+	tenv_send(E, 3, frame, len);
+	assert_int_equal(E->n_cap, 1);
+	assert_int_equal(E->cap[0].port, 3);
+	assert_int_equal(E->cap[0].len, 60);
+	memcpy(want, H[3].mac, 6);
+	memcpy(want + 6, AGG.mac, 6);
+	want[12] = 0x08;
+	want[13] = 0x06;
+	a[1] = 1;
+	a[2] = 0x08;
+	a[4] = 6;
+	a[5] = 4;
+	a[7] = 2;
+	memcpy(a + 8, AGG.mac, 6);
+	memcpy(a + 14, &AGG.ip, 4);
+	memcpy(a + 18, H[3].mac, 6);
+	memcpy(a + 24, &H[3].ip, 4);
+	assert_memory_equal(E->cap[0].data, want, 60);
+	tenv_clear(E);
+	/* a request for another address is flooded like any broadcast */
+	len = tf_arp_request(frame, &H[3], H[1].ip);
+	tenv_send(E, 3, frame, len);
+	assert_int_equal(E->n_cap, N_PORTS - 1);
+	tenv_clear(E);
+}
+
+/* L2: flood unknown, learn, forward known, filter the ingress port. */
+static void
+t_l2(void **state)
+{
+	uint8_t f[100];
+	struct tf_end a = H[0], b = H[1];
+	size_t len;
+
+	(void)state;
+	a.mac[5] = 0x41;
+	b.mac[5] = 0x42;
+	len = tf_cais_frame(f, &a, &b, &(struct cais_fields){0}, NULL, 0);
+	f[23] = 6; /* not UDP to the aggregator anyway: ordinary traffic */
+	tenv_send(E, 0, f, len);
+	assert_int_equal(E->n_cap, N_PORTS - 1);
+	for (unsigned int k = 0; k < E->n_cap; k++) {
+		assert_int_not_equal(E->cap[k].port, 0);
+		assert_memory_equal(E->cap[k].data, f, len);
+	}
+	tenv_clear(E);
+	/* b answers from port 5: learned; a -> b now goes to port 5 only */
+	len = tf_cais_frame(f, &b, &a, &(struct cais_fields){0}, NULL, 0);
+	tenv_send(E, 5, f, len);
+	assert_int_equal(E->n_cap, 1);
+	assert_int_equal(E->cap[0].port, 0);
+	tenv_clear(E);
+	len = tf_cais_frame(f, &a, &b, &(struct cais_fields){0}, NULL, 0);
+	tenv_send(E, 0, f, len);
+	assert_int_equal(E->n_cap, 1);
+	assert_int_equal(E->cap[0].port, 5);
+	assert_memory_equal(E->cap[0].data, f, len);
+	tenv_clear(E);
+	/* b moves to port 7 */
+	len = tf_cais_frame(f, &b, &a, &(struct cais_fields){0}, NULL, 0);
+	tenv_send(E, 7, f, len);
+	tenv_clear(E);
+	len = tf_cais_frame(f, &a, &b, &(struct cais_fields){0}, NULL, 0);
+	tenv_send(E, 0, f, len);
+	assert_int_equal(E->n_cap, 1);
+	assert_int_equal(E->cap[0].port, 7);
+	tenv_clear(E);
+	/* destination behind the ingress port: filtered */
+	tenv_send(E, 7, f, len);
+	expect_nothing();
+	assert_int_equal(tenv_drops(E, DP_DROP_L2_SAME_PORT), 1);
+	/* UDP to port 51733 of another address is ordinary traffic */
+	{
+		struct cais_fields cf;
+		int32_t v[2] = {1, 2};
+
+		cais_data_fields(&cf, 1, 1, 1, 0, 8, 0, 2);
+		len = tf_cais_frame(frame, &a, &b, &cf, v, 2);
+		frame[CAIS_ETH_HLEN + 16 + 3] = 2; /* IP 10.0.0.2, b's MAC */
+		tenv_send(E, 0, frame, len);
+		assert_int_equal(E->n_cap, 1);
+		assert_int_equal(E->cap[0].port, 7);
+		tenv_clear(E);
+	}
+}
+
+/* With two lcores, DATA for a slot lcore 1 owns goes through its ring. */
+static void
+t_handoff(void **state)
+{
+	struct tenv *e1 = E;
+	struct rte_mbuf *pkts[DP_BURST];
+	int32_t want[64];
+	unsigned int n;
+
+	(void)state;
+	E = tenv_create(&AGG, N_PORTS, 2);
+	session(1, 1, 4, 8, 64);
+	tensor(1, 1, 1, "sum");
+	for (uint32_t q = 0; q < 4; q++) {
+		struct chunk c = {1, 1, 1, q, 8, 64};
+
+		expected_sum(&c, 4, want);
+		/* all four arrive on lcore 0 */
+		for (unsigned int r = 0; r < 4; r++)
+			send_data(&c, r, NULL, 0);
+		if (q % 2 == 0) {
+			expect_results(&c, 0xF, want, 0);
+			continue;
+		}
+		/* odd slots belong to lcore 1: nothing until it drains its ring */
+		expect_nothing();
+		n = rte_ring_dequeue_burst(E->sw->lcores[1].ring, (void **)pkts, DP_BURST, NULL);
+		assert_int_equal(n, 4);
+		dp_lcore_input_owned(&E->sw->lcores[1], pkts, (uint16_t)n);
+		dp_lcore_flush(&E->sw->lcores[1]);
+		assert_int_equal(E->cap[0].queue, 1); /* lcore 1 sends on its own TX queue */
+		expect_results(&c, 0xF, want, 0);
+	}
+	assert_int_equal(E->sw->lcores[0].c.handoffs, 8);
+	tenv_free(E);
+	E = e1;
+}
+
+/* Forward-only mode and the lease: REJECT FWD_ONLY while not computing. */
+static void
+t_mode_lease(void **state)
+{
+	struct chunk c = {1, 1, 1, 900, 8, 64};
+	const struct cais_hdr *h;
+	struct timespec ts = {0, 30 * 1000 * 1000};
+	int32_t want[64];
+
+	(void)state;
+	ctl_ok("{\"cmd\":\"mode.set\",\"args\":{\"mode\":\"forward_only\"}}");
+	send_data(&c, 1, NULL, 0);
+	assert_int_equal(E->n_cap, 1);
+	h = (const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF);
+	assert_int_equal(cais_hdr_type(h), CAIS_TYPE_REJECT);
+	assert_int_equal(ntohs(h->reason), CAIS_R_FWD_ONLY);
+	assert_int_equal(h->flags, CAIS_F_FWD_ONLY);
+	tenv_clear(E);
+	/* a lease turns computing back on, its expiry turns it off */
+	ctl_ok("{\"cmd\":\"lease\",\"args\":{\"ttl_ms\":20}}");
+	expected_sum(&c, 4, want);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+	nanosleep(&ts, NULL);
+	dp_lease_check(E->sw, rte_rdtsc());
+	assert_int_equal(E->sw->mode, DP_MODE_FWD_ONLY);
+	c.seq = 901;
+	send_data(&c, 0, NULL, 0);
+	assert_int_equal(E->n_cap, 1);
+	tenv_clear(E);
+	ctl_ok("{\"cmd\":\"lease\",\"args\":{\"ttl_ms\":60000}}");
+	dp_lease_check(E->sw, rte_rdtsc());
+	assert_int_equal(E->sw->mode, DP_MODE_COMPUTE);
+	expected_sum(&c, 4, want);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+}
+
+/* A full TX queue: packets are freed and counted, not leaked. */
+static void
+t_tx_refused(void **state)
+{
+	struct chunk c = {1, 1, 1, 1000, 8, 64};
+	unsigned int avail = rte_mempool_avail_count(E->sw->hdr_pool);
+	unsigned int in_avail = rte_mempool_avail_count(E->in);
+	uint64_t dropped = 0;
+
+	(void)state;
+	for (unsigned int r = 0; r < 3; r++)
+		send_data(&c, r, NULL, 0);
+	E->refuse_tx = 100;
+	send_data(&c, 3, NULL, 0);
+	E->refuse_tx = 0;
+	expect_nothing();
+	for (unsigned int p = 0; p < N_PORTS; p++)
+		dropped += E->sw->lcores[0].port[p].tx_dropped;
+	assert_int_equal(dropped, 4);
+	assert_int_equal(tenv_drops(E, DP_DROP_TX_FULL), 4);
+	assert_int_equal(rte_mempool_avail_count(E->sw->hdr_pool), avail);
+	assert_int_equal(rte_mempool_avail_count(E->in), in_avail);
+}
+
+/* A deleted session answers UNKNOWN_TENSOR; added again, it starts clean. */
+static void
+t_session_readd(void **state)
+{
+	struct chunk c = {1, 1, 1, 1100, 8, 64};
+	const struct cais_hdr *h;
+	int32_t want[64];
+
+	(void)state;
+	send_data(&c, 0, NULL, 0);
+	ctl_ok("{\"cmd\":\"session.del\",\"args\":{\"tenant\":1,\"session\":1}}");
+	send_data(&c, 1, NULL, 0);
+	assert_int_equal(E->n_cap, 1);
+	h = (const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF);
+	assert_int_equal(ntohs(h->reason), CAIS_R_UNKNOWN_TENSOR);
+	tenv_clear(E);
+	session(1, 1, 4, 8, 64);
+	tensor(1, 1, 1, "sum");
+	c.seq = 1; /* an old seq is fine in a fresh session */
+	expected_sum(&c, 4, want);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(t_orders, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_duplicates, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_wrap_alternation, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_saturation, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_max_min_avg, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_inconsistent, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_world_one, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_jumbo, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_arp, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_l2, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_handoff, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_mode_lease, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_tx_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
+	};
+
+	addrs();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The slot state machine on its own: every verdict, in every state. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dp_slot.h"
+
+static enum dp_verdict
+step(struct dp_slot *sl, uint32_t seq, uint8_t rank, uint16_t count, uint16_t n, bool *done)
+{
+	return dp_slot_step(sl, seq, 7, rank, count, n, done);
+}
+
+static void
+t_round(void **state)
+{
+	struct dp_slot sl;
+	bool done;
+
+	(void)state;
+	memset(&sl, 0, sizeof(sl));
+	assert_int_equal(step(&sl, 100, 2, 64, 4, &done), DP_V_NEW);
+	assert_false(done);
+	assert_int_equal(sl.state, DP_SLOT_OPEN);
+	assert_int_equal(step(&sl, 100, 2, 64, 4, &done), DP_V_DUPLICATE);
+	assert_int_equal(step(&sl, 100, 0, 64, 4, &done), DP_V_ADD);
+	assert_int_equal(step(&sl, 100, 3, 64, 4, &done), DP_V_ADD);
+	assert_false(done);
+	assert_int_equal(step(&sl, 100, 3, 64, 4, &done), DP_V_DUPLICATE);
+	assert_int_equal(step(&sl, 100, 1, 32, 4, &done), DP_V_INCONSISTENT);
+	assert_int_equal(dp_slot_step(&sl, 100, 8, 1, 64, 4, &done), DP_V_INCONSISTENT);
+	assert_int_equal(sl.n_seen, 3);
+	assert_int_equal(step(&sl, 100, 1, 64, 4, &done), DP_V_ADD);
+	assert_true(done);
+	assert_int_equal(sl.state, DP_SLOT_DONE);
+	for (uint8_t r = 0; r < 4; r++) {
+		assert_int_equal(step(&sl, 100, r, 64, 4, &done), DP_V_RESEND);
+		assert_false(done);
+	}
+	assert_int_equal(step(&sl, 100, 0, 63, 4, &done), DP_V_INCONSISTENT);
+	/* older seq: stale, in both states */
+	assert_int_equal(step(&sl, 84, 0, 64, 4, &done), DP_V_STALE);
+	/* newer seq starts a new round over a done one */
+	assert_int_equal(step(&sl, 116, 1, 64, 4, &done), DP_V_NEW);
+	assert_int_equal(sl.n_seen, 1);
+	assert_true(dp_slot_seen(&sl, 1));
+	assert_false(dp_slot_seen(&sl, 0));
+	assert_int_equal(step(&sl, 100, 1, 64, 4, &done), DP_V_STALE);
+	/* and over an open one (abandoned round) */
+	assert_int_equal(step(&sl, 132, 3, 16, 4, &done), DP_V_NEW);
+	assert_int_equal(sl.count, 16);
+}
+
+static void
+t_world_one_and_max(void **state)
+{
+	struct dp_slot sl;
+	bool done;
+
+	(void)state;
+	memset(&sl, 0, sizeof(sl));
+	assert_int_equal(step(&sl, 5, 0, 1, 1, &done), DP_V_NEW);
+	assert_true(done);
+	assert_int_equal(step(&sl, 5, 0, 1, 1, &done), DP_V_RESEND);
+	/* n = 255: ranks 0..254 across all four bitmap words */
+	memset(&sl, 0, sizeof(sl));
+	for (unsigned int r = 0; r < 255; r++) {
+		uint8_t rank = (uint8_t)((r * 7) % 255); /* every rank once, scattered */
+		assert_int_equal(step(&sl, 9, rank, 2, 255, &done), r ? DP_V_ADD : DP_V_NEW);
+		assert_int_equal(done, r == 254);
+		assert_int_equal(step(&sl, 9, rank, 2, 255, &done),
+				 r == 254 ? DP_V_RESEND : DP_V_DUPLICATE);
+	}
+}
+
+static void
+t_wrap(void **state)
+{
+	struct dp_slot sl;
+	bool done;
+	uint32_t seq = 0xFFFFFFF0u;
+
+	(void)state;
+	memset(&sl, 0, sizeof(sl));
+	/* the same (slot, set) sees seq, seq + 2S, ... across 2^32 (S = 8) */
+	for (int k = 0; k < 10; k++, seq += 16) {
+		assert_int_equal(step(&sl, seq, 0, 4, 2, &done), DP_V_NEW);
+		assert_int_equal(step(&sl, seq - 16, 1, 4, 2, &done), DP_V_STALE);
+		assert_int_equal(step(&sl, seq, 1, 4, 2, &done), DP_V_ADD);
+		assert_true(done);
+	}
+	assert_true(cais_seq_before(0xFFFFFFF0u, 0x10u));
+	assert_false(cais_seq_before(0x10u, 0xFFFFFFF0u));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_round),
+		cmocka_unit_test(t_world_one_and_max),
+		cmocka_unit_test(t_wrap),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
