@@ -7,6 +7,7 @@
 #ifndef CAIS_TEST_ENV_H
 #define CAIS_TEST_ENV_H
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,19 +39,37 @@ struct tenv {
 	unsigned int refuse_tx; /**< when > 0, TX takes nothing (counts down per call) */
 };
 
-/** Start EAL once per process: no hugepages, no PCI, lcores 0..n-1 on CPU 0. */
+/** The CPUs this process may run on, as an EAL cpuset: "(0,1,5)". */
+static inline void
+tenv_cpus(char *buf, size_t len)
+{
+	cpu_set_t set;
+	size_t k = 0;
+
+	buf[k++] = '(';
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (int c = 0; c < CPU_SETSIZE && k + 8 < len; c++)
+			if (CPU_ISSET(c, &set))
+				k += (size_t)snprintf(buf + k, len - k, "%s%d", k > 1 ? "," : "", c);
+	if (k == 1)
+		buf[k++] = '0';
+	snprintf(buf + k, len - k, ")");
+}
+
+/** Start EAL once per process: no hugepages, no PCI, lcores 0..n-1 floating on our CPUs. */
 static inline void
 tenv_eal(unsigned int n_lcores)
 {
 	static int done;
-	char prefix[64], lcores[64];
+	char prefix[64], lcores[600], cpus[512];
 	char *argv[] = {"test", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
 			prefix, "--log-level=error", lcores, NULL};
 
 	if (done)
 		return;
 	snprintf(prefix, sizeof(prefix), "--file-prefix=cais-test-%d", (int)getpid());
-	snprintf(lcores, sizeof(lcores), "--lcores=(0-%u)@0", n_lcores - 1);
+	tenv_cpus(cpus, sizeof(cpus));
+	snprintf(lcores, sizeof(lcores), "--lcores=(0-%u)@%s", n_lcores - 1, cpus);
 	if (rte_eal_init((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv) < 0) {
 		fprintf(stderr, "EAL init failed: %s\n", rte_strerror(rte_errno));
 		exit(1);

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The match tables: the table operations' errors, and adds/deletes by the
+ * control side while another lcore looks entries up and runs traffic
+ * through the pipeline (lock-free readers, RCU reclamation).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <rte_launch.h>
+
+#include "test_env.h"
+
+static struct tenv *E;
+static struct tf_end AGG, H[4];
+
+static void
+addrs(void)
+{
+	static const uint8_t agg_mac[6] = {0x02, 0xaa, 0, 0, 0, 0xfe};
+
+	memcpy(AGG.mac, agg_mac, 6);
+	AGG.ip = htonl(0x0A0000FE);
+	AGG.port = CAIS_UDP_PORT;
+	for (unsigned int r = 0; r < 4; r++) {
+		uint8_t mac[6] = {0x02, 0, 0, 0, 0, (uint8_t)(r + 1)};
+
+		memcpy(H[r].mac, mac, 6);
+		H[r].ip = htonl(0x0A000001 + r);
+		H[r].port = (uint16_t)(40000 + r);
+	}
+}
+
+static int
+ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static struct ctl_err last_err;
+
+static int
+ctl(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return tenv_ctl(E, buf, &last_err);
+}
+
+#define MEMBERS4                                                                                   \
+	"[{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":40000},"         \
+	"{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":40001},"          \
+	"{\"rank\":2,\"mac\":\"02:00:00:00:00:03\",\"ip\":\"10.0.0.3\",\"port\":40002},"          \
+	"{\"rank\":3,\"mac\":\"02:00:00:00:00:04\",\"ip\":\"10.0.0.4\",\"port\":40003}]"
+
+static int
+add_session(unsigned int t, unsigned int s, unsigned int slots, unsigned int elems)
+{
+	return ctl("{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":4,"
+		   "\"slots\":%u,\"elems_per_packet\":%u,\"members\":" MEMBERS4 "}}",
+		   t, s, slots, elems);
+}
+
+static int
+add_tensor(unsigned int t, unsigned int s, unsigned int x)
+{
+	return ctl("{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"tensor\":%u,"
+		   "\"op\":\"sum\",\"scale\":64}}",
+		   t, s, x);
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	E = tenv_create(&AGG, 4, 2);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	tenv_free(E);
+	return 0;
+}
+
+static void
+t_errors(void **state)
+{
+	(void)state;
+	assert_int_equal(add_session(1, 1, 128, 64), 0);
+	assert_int_equal(E->sw->slots_used, 128);
+	assert_int_equal(add_session(1, 1, 8, 64), -EEXIST);
+	assert_int_equal(add_tensor(1, 2, 1), -ENOENT);
+	assert_int_equal(add_tensor(1, 1, 1), 0);
+	assert_int_equal(add_tensor(1, 1, 1), -EEXIST);
+	assert_int_equal(add_tensor(1, 1, 2), 0);
+	assert_non_null(dp_tensor_lookup(E->sw, dp_tensor_key(1, 1, 2)));
+	assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,"
+			     "\"tensor\":3}}"),
+			 -ENOENT);
+	assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,"
+			     "\"tensor\":2}}"),
+			 0);
+	assert_null(dp_tensor_lookup(E->sw, dp_tensor_key(1, 1, 2)));
+	assert_int_equal(E->sw->n_tensors, 1);
+	assert_int_equal(ctl("{\"cmd\":\"session.del\",\"args\":{\"tenant\":9,\"session\":1}}"),
+			 -ENOENT);
+
+	/* slot-usage threshold: 0.003 of 65536 = 196 slots; 128 used, 128 more is refused */
+	assert_int_equal(ctl("{\"cmd\":\"thresholds.set\",\"args\":{\"slot_usage\":0.003}}"), 0);
+	assert_int_equal(add_session(2, 1, 128, 64), -ENOSPC);
+	assert_non_null(strstr(last_err.msg, "slots"));
+	assert_int_equal(E->sw->n_sessions, 1);
+	assert_int_equal(E->sw->slots_used, 128);
+	assert_int_equal(add_session(2, 1, 64, 64), 0);
+	assert_int_equal(E->sw->slots_used, 192);
+
+	/* deleting a session frees its slots and removes its tensors */
+	assert_int_equal(ctl("{\"cmd\":\"session.del\",\"args\":{\"tenant\":1,\"session\":1}}"), 0);
+	assert_null(dp_tensor_lookup(E->sw, dp_tensor_key(1, 1, 1)));
+	assert_int_equal(E->sw->n_tensors, 0);
+	assert_int_equal(E->sw->slots_used, 64);
+	assert_int_equal(add_session(2, 2, 128, 64), 0);
+
+	/* the pool is split between the lcores: slot i belongs to lcore i mod 2 */
+	{
+		const struct dp_tensor *t;
+
+		assert_int_equal(add_tensor(2, 1, 5), 0);
+		t = dp_tensor_lookup(E->sw, dp_tensor_key(2, 1, 5));
+		assert_non_null(t);
+		assert_int_equal(t->s->part[0].n_local, 32);
+		assert_int_equal(t->s->part[1].n_local, 32);
+	}
+}
+
+/* ---- concurrency ---- */
+
+#define CHURN_KEYS 64
+
+static volatile int stop;
+static uint64_t reader_loops, reader_hits, reader_errors, rounds_ok, rounds_bad;
+
+static void
+round_on_lcore1(uint32_t seq)
+{
+	static uint8_t f[CAIS_FRAME_OVERHEAD + 4 * 64];
+	int32_t v[64], want[64];
+	struct cais_fields cf;
+	size_t len;
+
+	for (unsigned int i = 0; i < 64; i++)
+		want[i] = 0;
+	for (unsigned int r = 0; r < 4; r++) {
+		for (unsigned int i = 0; i < 64; i++) {
+			v[i] = (int32_t)(seq * 131 + r * 7 + i);
+			want[i] += v[i];
+		}
+		cais_data_fields(&cf, 1, 1, 1, seq, 8, (uint8_t)r, 64);
+		len = tf_cais_frame(f, &H[r], &AGG, &cf, v, 64);
+		tenv_send_on(E, 1, (uint16_t)r, f, len);
+	}
+	/* four RESULTs with the exact sum */
+	if (E->n_cap != 4) {
+		rounds_bad++;
+	} else {
+		bool good = true;
+
+		for (unsigned int k = 0; k < 4; k++) {
+			const uint8_t *p = E->cap[k].data + CAIS_FRAME_OVERHEAD;
+
+			for (unsigned int i = 0; i < 64 && good; i++) {
+				uint32_t w;
+
+				memcpy(&w, p + 4 * i, 4);
+				good = (int32_t)ntohl(w) == want[i];
+			}
+		}
+		if (good)
+			rounds_ok++;
+		else
+			rounds_bad++;
+	}
+	tenv_clear(E);
+}
+
+/* Lcore 1: traffic on a stable session and lookups of entries being churned. */
+static int
+reader(void *arg)
+{
+	uint32_t seq = 0;
+
+	(void)arg;
+	dp_rcu_online(E->sw, 1);
+	while (!stop) {
+		for (uint32_t k = 0; k < CHURN_KEYS; k++) {
+			uint64_t key = dp_tensor_key((uint16_t)(100 + k % 4), 7, k);
+			const struct dp_tensor *t = dp_tensor_lookup(E->sw, key);
+
+			if (!t)
+				continue;
+			reader_hits++;
+			/* an entry seen is complete and not yet freed */
+			if (t->key != key || t->tensor != k || t->s->tenant != 100 + k % 4 ||
+			    t->s->session != 7 || t->s->n != 4 || t->s->pool != 16 ||
+			    t->s->members[3].port != htons(40003) ||
+			    t->s->part[1].slots[0].state > DP_SLOT_DONE)
+				reader_errors++;
+		}
+		round_on_lcore1(2 * seq++ + 1); /* odd slots: lcore 1 owns them */
+		reader_loops++;
+		dp_rcu_quiescent(E->sw, 1);
+	}
+	dp_rcu_offline(E->sw, 1);
+	return 0;
+}
+
+static void
+t_concurrent(void **state)
+{
+	const unsigned int iters = 300;
+
+	(void)state;
+	assert_int_equal(add_session(1, 1, 8, 64), 0);
+	assert_int_equal(add_tensor(1, 1, 1), 0);
+	stop = 0;
+	assert_int_equal(rte_eal_remote_launch(reader, NULL, 1), 0);
+	for (unsigned int i = 0; i < iters; i++) {
+		unsigned int t = 100 + i % 4;
+
+		assert_int_equal(add_session(t, 7, 16, 32), 0);
+		for (unsigned int k = t - 100; k < CHURN_KEYS; k += 4)
+			assert_int_equal(add_tensor(t, 7, k), 0);
+		/* delete half the tensors one by one, then the session with the rest */
+		for (unsigned int k = t - 100; k < CHURN_KEYS; k += 8)
+			assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":%u,"
+					     "\"session\":7,\"tensor\":%u}}",
+					     t, k),
+					 0);
+		assert_int_equal(ctl("{\"cmd\":\"session.del\",\"args\":{\"tenant\":%u,"
+				     "\"session\":7}}",
+				     t),
+				 0);
+		/* and churn the tensor the traffic uses: its rounds may be REJECTed meanwhile */
+		if (i % 50 == 49) {
+			assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,"
+					     "\"session\":1,\"tensor\":2}}"),
+					 -ENOENT);
+			assert_int_equal(add_tensor(1, 1, 2), 0);
+			assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,"
+					     "\"session\":1,\"tensor\":2}}"),
+					 0);
+		}
+	}
+	stop = 1;
+	rte_eal_wait_lcore(1);
+	print_message("reader: %" PRIu64 " loops, %" PRIu64 " hits, %" PRIu64
+		      " rounds right, %" PRIu64 " wrong\n",
+		      reader_loops, reader_hits, rounds_ok, rounds_bad);
+	assert_int_equal(reader_errors, 0);
+	assert_int_equal(rounds_bad, 0);
+	assert_true(rounds_ok > 0);
+	assert_int_equal(E->sw->n_sessions, 1);
+	assert_int_equal(E->sw->n_tensors, 1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(t_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_concurrent, setup, teardown),
+	};
+
+	addrs();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
