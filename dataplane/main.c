@@ -420,8 +420,13 @@ main(int argc, char **argv)
 	conf.agg_ip = o.agg_ip;
 	if (o.agg_mac_set)
 		conf.agg_mac = o.agg_mac;
-	else if (rte_eth_macaddr_get(0, &conf.agg_mac) != 0)
-		rte_exit(EXIT_FAILURE, "cannot read port 0's MAC; give --agg-mac\n");
+	else if (rte_eth_macaddr_get(0, &conf.agg_mac) != 0 ||
+		 !rte_is_valid_assigned_ether_addr(&conf.agg_mac))
+		/* ring/null devices have no MAC: a locally administered one from the address */
+		memcpy(conf.agg_mac.addr_bytes,
+		       (uint8_t[]){0x02, 0xca, ((uint8_t *)&o.agg_ip)[0], ((uint8_t *)&o.agg_ip)[1],
+				   ((uint8_t *)&o.agg_ip)[2], ((uint8_t *)&o.agg_ip)[3]},
+		       6);
 	conf.udp_port = o.udp_port;
 	conf.n_ports = n_ports;
 	conf.n_lcores = 0;

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run): installs what is missing,
+# builds, runs the unit and integration tests, the unit tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the fuzzer for a bounded
+# time. Run as root on Debian 12 (the integration tests build network
+# namespaces). Exit status 0 only if every stage passed.
+set -uo pipefail
+
+usage() {
+	cat <<USAGE
+Usage: $0 [--fuzz-seconds N] [--no-install] [--help]
+
+Stages: install dependencies, build (build/), meson test (unit + integration),
+unit tests under ASan/UBSan (build-asan/), libFuzzer target for N seconds
+(build-fuzz/, default 60). A summary with each stage's time comes at the end.
+USAGE
+}
+
+fuzz_seconds=60
+install=1
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--fuzz-seconds) fuzz_seconds="${2:?--fuzz-seconds needs a value}"; shift 2 ;;
+	--no-install) install=0; shift ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "run-tests: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+	esac
+done
+
+cd "$(dirname "$0")/.."
+declare -a names=() results=() times=()
+failed=0
+
+stage() {
+	local name="$1"; shift
+	local t0=$SECONDS rc
+	echo
+	echo "=== run-tests: $name ==="
+	"$@"
+	rc=$?
+	names+=("$name")
+	times+=("$((SECONDS - t0))")
+	if [ $rc -eq 0 ]; then results+=("ok"); else results+=("FAILED ($rc)"); failed=1; fi
+	return $rc
+}
+
+setup_build() { # dir [meson options...]
+	local dir="$1"; shift
+	if [ -f "$dir/build.ninja" ]; then
+		meson setup --reconfigure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@"
+	fi && meson compile -C "$dir"
+}
+
+if [ $install -eq 1 ]; then
+	stage "install dependencies" ./scripts/install-deps.sh --fuzz || exit 1
+fi
+stage "build" setup_build build -Dtests=enabled || exit 1
+stage "unit and integration tests" meson test -C build --print-errorlogs --num-processes 1
+stage "build with ASan/UBSan" setup_build build-asan -Dtests=enabled -Dfuzz=disabled \
+	-Db_sanitize=address,undefined -Db_lundef=false &&
+	stage "unit tests under ASan/UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C build-asan --suite unit --print-errorlogs --num-processes 1
+if [ -x tests/fuzz/run-fuzz.sh ]; then
+	stage "fuzzing (${fuzz_seconds}s)" tests/fuzz/run-fuzz.sh "$fuzz_seconds" build-fuzz
+fi
+
+echo
+echo "=== run-tests: summary ==="
+for i in "${!names[@]}"; do
+	printf '  %-32s %-12s %4ss\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+done
+exit $failed
