@@ -104,6 +104,28 @@ tenv_tx(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16
 	return i;
 }
 
+/**
+ * The addresses the tests use: the aggregator 10.0.0.254 (MAC 02:aa:00:00:00:fe,
+ * UDP 51733) and host r at 10.0.0.(r+1), MAC 02:00:00:00:00:(r+1), UDP 40000+r,
+ * as the sessions the tests install register them.
+ */
+static inline void
+tenv_addrs(struct tf_end *agg, struct tf_end *hosts, unsigned int n)
+{
+	static const uint8_t agg_mac[6] = {0x02, 0xaa, 0, 0, 0, 0xfe};
+
+	memcpy(agg->mac, agg_mac, 6);
+	agg->ip = htonl(0x0A0000FE);
+	agg->port = CAIS_UDP_PORT;
+	for (unsigned int r = 0; r < n; r++) {
+		uint8_t mac[6] = {0x02, 0, 0, 0, 0, (uint8_t)(r + 1)};
+
+		memcpy(hosts[r].mac, mac, 6);
+		hosts[r].ip = htonl(0x0A000001 + r);
+		hosts[r].port = (uint16_t)(40000 + r);
+	}
+}
+
 /** Forget captured frames. */
 static inline void
 tenv_clear(struct tenv *e)

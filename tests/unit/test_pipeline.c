@@ -27,22 +27,6 @@ static struct tenv *E;
 static struct tf_end AGG, H[N_PORTS];
 static uint8_t frame[CAIS_FRAME_OVERHEAD + 4 * MAXE];
 
-static void
-addrs(void)
-{
-	static const uint8_t agg_mac[6] = {0x02, 0xaa, 0, 0, 0, 0xfe};
-
-	memcpy(AGG.mac, agg_mac, 6);
-	AGG.ip = htonl(0x0A0000FE); /* 10.0.0.254 */
-	AGG.port = CAIS_UDP_PORT;
-	for (unsigned int r = 0; r < N_PORTS; r++) {
-		uint8_t mac[6] = {0x02, 0, 0, 0, 0, (uint8_t)(r + 1)};
-
-		memcpy(H[r].mac, mac, 6);
-		H[r].ip = htonl(0x0A000001 + r);
-		H[r].port = (uint16_t)(40000 + r);
-	}
-}
 
 static void
 ctl_ok(const char *json)
@@ -802,6 +786,6 @@ main(void)
 		cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
 	};
 
-	addrs();
+	tenv_addrs(&AGG, H, N_PORTS);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,22 +21,6 @@
 static struct tenv *E;
 static struct tf_end AGG, H[4];
 
-static void
-addrs(void)
-{
-	static const uint8_t agg_mac[6] = {0x02, 0xaa, 0, 0, 0, 0xfe};
-
-	memcpy(AGG.mac, agg_mac, 6);
-	AGG.ip = htonl(0x0A0000FE);
-	AGG.port = CAIS_UDP_PORT;
-	for (unsigned int r = 0; r < 4; r++) {
-		uint8_t mac[6] = {0x02, 0, 0, 0, 0, (uint8_t)(r + 1)};
-
-		memcpy(H[r].mac, mac, 6);
-		H[r].ip = htonl(0x0A000001 + r);
-		H[r].port = (uint16_t)(40000 + r);
-	}
-}
 
 static int
 ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -282,6 +266,6 @@ main(void)
 		cmocka_unit_test_setup_teardown(t_concurrent, setup, teardown),
 	};
 
-	addrs();
+	tenv_addrs(&AGG, H, 4);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
