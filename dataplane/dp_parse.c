@@ -147,6 +147,8 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 
 	if (len < CAIS_ETH_HLEN)
 		return drop(out, DP_DROP_RUNT);
+	if ((frame[6] & 1) || !(frame[6] | frame[7] | frame[8] | frame[9] | frame[10] | frame[11]))
+		return drop(out, DP_DROP_BAD_SRC_MAC);
 	if (!cfg->agg_enabled)
 		return;
 	type = rd16(frame + 12);

@@ -7,6 +7,8 @@
  * with exact-size buffers; it never reads outside [frame, frame + len).
  *
  * Outcomes (the documented behaviour for every malformed form):
+ *  - a frame with a multicast or all-zero source MAC is dropped (as Linux
+ *    bridges do): no station may send from one, and nothing answers it;
  *  - the aggregator is disabled (no --agg-ip): every frame is L2 traffic;
  *  - an ARP request for the aggregator address (broadcast or to the
  *    aggregator MAC): answered; any other ARP to the aggregator MAC: dropped;
@@ -33,6 +35,7 @@
  */
 #define DP_DROPS(X)                                                                                \
 	X(RUNT, "frame shorter than an Ethernet header")                                           \
+	X(BAD_SRC_MAC, "multicast or zero source MAC")                                             \
 	X(VLAN, "VLAN-tagged frame to the aggregator MAC")                                         \
 	X(TO_AGG_OTHER, "non-IPv4/ARP frame or other IP to the aggregator MAC")                    \
 	X(ARP_OTHER, "ARP to the aggregator MAC that is not a request for its address")            \
