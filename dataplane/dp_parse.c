@@ -12,10 +12,24 @@
 
 #define DP_X_NAME(name, text) #name,
 #define DP_X_TEXT(name, text) text,
-static const char *const drop_names[] = {"NONE", DP_DROPS(DP_X_NAME)};
+static const char *const drop_enum_names[] = {"NONE", DP_DROPS(DP_X_NAME)};
 static const char *const drop_texts[] = {"none", DP_DROPS(DP_X_TEXT)};
 #undef DP_X_NAME
 #undef DP_X_TEXT
+
+/* The enum names in lower case ("ip_options"), made once before main(). */
+static char drop_names[DP_DROP_MAX][24];
+
+__attribute__((constructor)) static void
+drop_names_init(void)
+{
+	for (unsigned int d = 0; d < DP_DROP_MAX; d++)
+		for (unsigned int i = 0; i + 1 < sizeof(drop_names[d]) && drop_enum_names[d][i]; i++) {
+			char c = drop_enum_names[d][i];
+
+			drop_names[d][i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+		}
+}
 
 const char *
 dp_drop_name(enum dp_drop d)
@@ -56,17 +70,23 @@ drop(struct dp_parsed *out, enum dp_drop why)
 	out->drop = why;
 }
 
-/* An ARP request (Ethernet/IPv4) asking for the aggregator's address. */
+/*
+ * An ARP request (Ethernet/IPv4) asking for the aggregator's address, whose
+ * sender hardware address is the frame's (unicast) source: the reply goes
+ * there, so it must never be a group address.
+ */
 static bool
-arp_for_agg(const uint8_t *arp, uint32_t len, uint32_t agg_ip)
+arp_for_agg(const uint8_t *frame, uint32_t len, uint32_t agg_ip)
 {
-	if (len < ARP_LEN)
+	const uint8_t *arp = frame + CAIS_ETH_HLEN;
+
+	if (len < CAIS_ETH_HLEN + ARP_LEN)
 		return false;
 	if (rd16(arp) != 1 || rd16(arp + 2) != ETHERTYPE_IPV4 || arp[4] != 6 || arp[5] != 4)
 		return false;
 	if (rd16(arp + 6) != 1) /* request */
 		return false;
-	return memcmp(arp + 24, &agg_ip, 4) == 0;
+	return memcmp(arp + 24, &agg_ip, 4) == 0 && memcmp(arp + 8, frame + 6, 6) == 0;
 }
 
 static void
@@ -155,7 +175,7 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 	to_agg = memcmp(frame, cfg->agg_mac, 6) == 0;
 	if (type == ETHERTYPE_ARP) {
 		bool want = (to_agg || memcmp(frame, bcast, 6) == 0) &&
-			    arp_for_agg(frame + CAIS_ETH_HLEN, len - CAIS_ETH_HLEN, cfg->agg_ip);
+			    arp_for_agg(frame, len, cfg->agg_ip);
 		if (want)
 			out->cls = DP_CLASS_ARP_AGG;
 		else if (to_agg)

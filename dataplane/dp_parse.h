@@ -9,9 +9,11 @@
  * Outcomes (the documented behaviour for every malformed form):
  *  - a frame with a multicast or all-zero source MAC is dropped (as Linux
  *    bridges do): no station may send from one, and nothing answers it;
- *  - the aggregator is disabled (no --agg-ip): every frame is L2 traffic;
+ *  - a frame shorter than an Ethernet header is dropped (RUNT);
+ *  - the aggregator is disabled (no --agg-ip): every other frame is L2 traffic;
  *  - an ARP request for the aggregator address (broadcast or to the
- *    aggregator MAC): answered; any other ARP to the aggregator MAC: dropped;
+ *    aggregator MAC) whose sender hardware address is the frame's source:
+ *    answered; any other ARP to the aggregator MAC: dropped;
  *  - frames to another MAC (including broadcast/multicast, VLAN-tagged
  *    frames and UDP to port 51733 of another address): L2 traffic;
  *  - frames to the aggregator MAC: must be IPv4 without options or
@@ -73,7 +75,7 @@
 enum dp_drop { DP_DROP_NONE = 0, DP_DROPS(DP_X_ENUM) DP_DROP_MAX };
 #undef DP_X_ENUM
 
-/** @return the short name of a drop reason ("ip_options"). */
+/** @return the lower-case name of a drop reason ("ip_options"), as the counters show it. */
 const char *dp_drop_name(enum dp_drop d);
 /** @return the one-line description of a drop reason. */
 const char *dp_drop_text(enum dp_drop d);

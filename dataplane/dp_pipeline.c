@@ -222,7 +222,12 @@ frame_cais(struct rte_mbuf *m)
 	return rte_pktmbuf_mtod_offset(m, struct cais_hdr *, CAIS_FRAME_HDR_OFF);
 }
 
-/* Per-sender token bucket: 50 REJECTs of burst, 50 per second, so never above 100/s. */
+/*
+ * Per-sender token bucket: 50 REJECTs of burst, 50 per second, so never above
+ * 100 in any second. Senders that hash to the same entry share its bucket
+ * (a takeover keeps the credit), so alternating colliding senders cannot
+ * reset the limit.
+ */
 static bool
 reject_allowed(struct dp_lcore *lc, uint32_t ip, uint16_t port)
 {
@@ -230,9 +235,9 @@ reject_allowed(struct dp_lcore *lc, uint32_t ip, uint16_t port)
 	uint32_t h = (ip * 0x9E3779B1u) ^ ((uint32_t)port * 0x85EBCA77u);
 	struct dp_rl *e = &lc->rl[(h >> 16) & (DP_RL_ENTRIES - 1)];
 
-	if (e->ip != ip || e->port != port || e->last == 0) {
-		e->ip = ip;
-		e->port = port;
+	e->ip = ip;
+	e->port = port;
+	if (e->last == 0) {
 		e->credit = hz;
 	} else {
 		e->credit += lc->now - e->last;

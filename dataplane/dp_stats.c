@@ -3,7 +3,6 @@
  * Counters: summed over the lcores' private copies into one JSON object
  * (the stats.get result), which the periodic printout formats as well.
  */
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,15 +13,6 @@
 
 #include "dp_switch.h"
 
-static void
-lower(char *dst, size_t n, const char *src)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < n && src[i]; i++)
-		dst[i] = (char)tolower((unsigned char)src[i]);
-	dst[i] = '\0';
-}
 
 /* Percentiles of a histogram in microseconds. */
 static json_t *
@@ -175,7 +165,6 @@ dp_stats_json(struct dp_switch *sw, json_t *out)
 	const struct dp_session *s;
 	json_t *drops = json_object(), *sessions = json_array(), *th = json_object();
 	uint64_t now = rte_rdtsc(), deadline, depth = 0;
-	char name[32];
 
 	for (unsigned int k = 0; k < sw->n_lcores; k++) {
 		const struct dp_lcore *l = &sw->lcores[k];
@@ -204,10 +193,8 @@ dp_stats_json(struct dp_switch *sw, json_t *out)
 									sw->hz)
 							 : 0));
 	json_object_set_new(out, "ports", ports_json(sw));
-	for (unsigned int d = 1; d < DP_DROP_MAX; d++) {
-		lower(name, sizeof(name), dp_drop_name(d));
-		json_object_set_new(drops, name, json_integer((json_int_t)lc.drops[d]));
-	}
+	for (unsigned int d = 1; d < DP_DROP_MAX; d++)
+		json_object_set_new(drops, dp_drop_name(d), json_integer((json_int_t)lc.drops[d]));
 	json_object_set_new(out, "drops", drops);
 	json_object_set_new(out, "rejects", reasons_json(lc.rejects));
 	json_object_set_new(out, "data_rx", json_integer((json_int_t)lc.data_rx));

@@ -146,12 +146,12 @@ struct dp_lcore_counters {
 	uint64_t handoffs;
 };
 
-/** Token bucket of one REJECT receiver (see DP_RL_*). */
+/** Token bucket of the REJECT receivers that hash to one entry (see DP_RL_*). */
 struct dp_rl {
-	uint32_t ip;
+	uint32_t ip;	 /**< last sender seen here (for debugging) */
 	uint16_t port;
 	uint64_t credit; /**< TSC cycles of credit, capped at one second */
-	uint64_t last;
+	uint64_t last;	 /**< TSC of the last refill; 0: never used */
 };
 
 struct dp_switch;

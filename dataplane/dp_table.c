@@ -32,7 +32,8 @@ pool_create(const struct dp_switch_conf *c, const char *what, unsigned int n, un
 	char name[RTE_MEMPOOL_NAMESIZE];
 
 	snprintf(name, sizeof(name), "%s_%s", c->name, what);
-	return rte_pktmbuf_pool_create(name, n, DP_MBUF_CACHE, 0,
+	/* a cache may hold at most n / 1.5 mbufs */
+	return rte_pktmbuf_pool_create(name, n, RTE_MIN((unsigned int)DP_MBUF_CACHE, n / 4), 0,
 				       (uint16_t)(data + RTE_PKTMBUF_HEADROOM), c->socket);
 }
 
