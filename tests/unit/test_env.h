@@ -7,6 +7,7 @@
 #ifndef CAIS_TEST_ENV_H
 #define CAIS_TEST_ENV_H
 
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +57,24 @@ tenv_cpus(char *buf, size_t len)
 	snprintf(buf + k, len - k, ")");
 }
 
+/* EAL's runtime directory (empty with --no-shconf --no-telemetry) goes with the process. */
+static inline void
+tenv_eal_cleanup(void)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
+	rte_eal_cleanup();
+	rmdir(dir);
+}
+
 /** Start EAL once per process: no hugepages, no PCI, lcores 0..n-1 floating on our CPUs. */
 static inline void
 tenv_eal(unsigned int n_lcores)
 {
 	static int done;
 	char prefix[64], lcores[600], cpus[512];
-	char *argv[] = {"test", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+	char *argv[] = {"test", "--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--no-telemetry",
 			prefix, "--log-level=error", lcores, NULL};
 
 	if (done)
@@ -75,6 +87,7 @@ tenv_eal(unsigned int n_lcores)
 		exit(1);
 	}
 	done = 1;
+	atexit(tenv_eal_cleanup);
 }
 
 static inline uint16_t
