@@ -1,0 +1,1096 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libFuzzer target: the switch's parser and pipeline on arbitrary frames.
+ *
+ * An input is a sequence of frames (fuzz_setup.h), so that slot state,
+ * MAC learning and the REJECT limiter carry from one frame to the next
+ * within an input; every input starts from the same state. Each frame
+ * goes through dp_parse() on an exact-size heap copy (ASan catches a read
+ * past it; the outcome is checked against the documented rules, restated
+ * independently in ref_class()), then through the pipeline in bursts
+ * (dp_lcore_input + dp_lcore_flush on lcore 0, then the handoffs on
+ * lcore 1). A reference model of PROTOCOL.md 1-3 (REJECT checks in order,
+ * the slot/set/seq state machine, sum/max/min with saturation, lost-RESULT
+ * resends) predicts every frame the switch must send. The TX hook checks
+ * that each frame sent is well formed (Ethernet/IPv4/UDP lengths and
+ * checksum, CAIS header, RESULT count <= elems_per_packet, never to a
+ * group address) and is one the model expects (an input frame forwarded
+ * unchanged, an ARP reply, a REJECT with the right reason and echo, a
+ * RESULT with the right payload and flags to a member), and abort()s
+ * otherwise; after each input every expected frame must have been sent
+ * (REJECTs beyond a sender's burst may be rate limited) and every mbuf
+ * must be back in its pool.
+ *
+ * Built only with clang: -fsanitize=fuzzer,address,undefined, the dataplane
+ * sources compiled into the target (tests/fuzz/meson.build).
+ *
+ * Environment: CAIS_FUZZ_VERBOSE=1 prints, per input, what the model
+ * expected and how much of it was sent.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "dp_switch.h"
+#include "fuzz_setup.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define IN_MBUFS 128u
+#define HDR_MBUFS 1024u
+
+static struct dp_switch *sw;
+static struct rte_mempool *in_pool;
+static uint32_t agg_ip;		/* network order */
+static uint64_t l2_age;
+
+/* The frames of the current input, for matching L2 output and answers. */
+struct in_frame {
+	const uint8_t *data; /* in the fuzz input */
+	uint32_t len;
+	uint16_t port;
+	bool multiseg;
+	enum dp_class cls;
+};
+static struct in_frame frames[FZ_MAX_FRAMES];
+static unsigned int n_frames;
+static bool toggle_tensor_present;
+static bool verbose; /* CAIS_FUZZ_VERBOSE=1: what each input made the switch send */
+
+/* ---- helpers ---- */
+
+static inline uint16_t
+rd16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static void
+hexdump(const char *what, const uint8_t *p, uint32_t len)
+{
+	fprintf(stderr, "%s (%u bytes):", what, len);
+	for (uint32_t i = 0; i < len && i < 128; i++)
+		fprintf(stderr, "%s%02x", i % 16 ? " " : "\n  ", p[i]);
+	fprintf(stderr, "\n");
+}
+
+#define VIOLATION(...)                                                                             \
+	do {                                                                                       \
+		fprintf(stderr, "fuzz_pipeline: " __VA_ARGS__);                                    \
+		fprintf(stderr, "\n");                                                             \
+		abort();                                                                           \
+	} while (0)
+
+/* ---- the documented parser outcomes, restated (dp_parse.h, PROTOCOL.md 1) ---- */
+
+static enum dp_class
+ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
+{
+	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	bool to_agg, bc;
+	uint32_t ip_len, udp_len;
+	const uint8_t *ip, *udp, *h;
+
+	if (len < 14)
+		return DP_CLASS_DROP;
+	/* no station sends from a group or all-zero MAC: dropped, never answered */
+	if ((f[6] & 1) || !(f[6] | f[7] | f[8] | f[9] | f[10] | f[11]))
+		return DP_CLASS_DROP;
+	if (!c->agg_enabled)
+		return DP_CLASS_L2;
+	to_agg = memcmp(f, c->agg_mac, 6) == 0;
+	bc = memcmp(f, bcast, 6) == 0;
+	if (rd16(f + 12) == 0x0806) {
+		const uint8_t *a = f + 14;
+		bool req = len >= 14 + 28 && rd16(a) == 1 && rd16(a + 2) == 0x0800 && a[4] == 6 &&
+			   a[5] == 4 && rd16(a + 6) == 1 && memcmp(a + 24, &c->agg_ip, 4) == 0 &&
+			   memcmp(a + 8, f + 6, 6) == 0; /* the reply goes to the sender: its own MAC */
+
+		if (req && (to_agg || bc))
+			return DP_CLASS_ARP_AGG;
+		return to_agg ? DP_CLASS_DROP : DP_CLASS_L2;
+	}
+	if (!to_agg)
+		return DP_CLASS_L2;
+	/* to the aggregator MAC: IPv4/UDP/CAIS DATA to its address and port, or dropped */
+	if (rd16(f + 12) != 0x0800 || len < 34)
+		return DP_CLASS_DROP;
+	ip = f + 14;
+	if (ip[0] != 0x45)
+		return DP_CLASS_DROP;
+	ip_len = rd16(ip + 2);
+	if (ip_len < 20 + 8 + CAIS_HDR_LEN || ip_len > len - 14)
+		return DP_CLASS_DROP;
+	if (dp_ip_csum(ip, 20) != 0 || memcmp(ip + 16, &c->agg_ip, 4) != 0 ||
+	    (rd16(ip + 6) & 0x3FFF) != 0 || ip[9] != 17)
+		return DP_CLASS_DROP;
+	udp = ip + 20;
+	udp_len = rd16(udp + 4);
+	if (udp_len < 8 + CAIS_HDR_LEN || udp_len > ip_len - 20 ||
+	    memcmp(udp + 2, &c->udp_port, 2) != 0)
+		return DP_CLASS_DROP;
+	h = udp + 8;
+	if (rd16(h) != CAIS_MAGIC || h[2] != (CAIS_VERSION << 4 | CAIS_TYPE_DATA) ||
+	    (h[3] & ~CAIS_FLAGS_ALL) != 0)
+		return DP_CLASS_DROP;
+	return DP_CLASS_DATA;
+}
+
+/* dp_parse() on an exact-size heap copy, checked against ref_class(). */
+static enum dp_class
+parse_checked(const uint8_t *frame, uint32_t len)
+{
+	uint8_t *copy = malloc(len); /* exactly len bytes (0 included): ASan flags any read past */
+	struct dp_parsed p;
+	enum dp_class want;
+
+	if (!copy && len)
+		abort();
+	if (len)
+		memcpy(copy, frame, len);
+	memset(&p, 0xA5, sizeof(p));
+	dp_parse(copy, len, &sw->pcfg, &p);
+	want = ref_class(frame, len, &sw->pcfg);
+	if (p.cls != want) {
+		hexdump("frame", frame, len);
+		VIOLATION("dp_parse class %d (drop %s), documented class %d", p.cls,
+			  dp_drop_name(p.drop), want);
+	}
+	switch (p.cls) {
+	case DP_CLASS_DATA:
+		if (p.drop != DP_DROP_NONE || p.hdr != (const void *)(copy + CAIS_FRAME_HDR_OFF) ||
+		    (uint64_t)CAIS_FRAME_OVERHEAD + p.payload_len > len ||
+		    p.payload_len != rd16(frame + 14 + 20 + 4) - 8u - CAIS_HDR_LEN)
+			VIOLATION("DATA with drop %d, hdr offset %ld, payload_len %u of %u bytes",
+				  p.drop, (long)((const uint8_t *)p.hdr - copy), p.payload_len,
+				  len);
+		break;
+	case DP_CLASS_DROP:
+		if (p.drop == DP_DROP_NONE || p.drop >= DP_DROP_MAX || p.hdr || p.payload_len)
+			VIOLATION("DROP with drop %d", p.drop);
+		/* only parse-time reasons */
+		if (p.drop > DP_DROP_NOT_DATA)
+			VIOLATION("parse drop with a pipeline reason %s", dp_drop_name(p.drop));
+		break;
+	default:
+		if (p.drop != DP_DROP_NONE || p.hdr || p.payload_len)
+			VIOLATION("class %d with drop %d hdr %p", p.cls, p.drop, (const void *)p.hdr);
+		break;
+	}
+	free(copy);
+	return p.cls;
+}
+
+/* ---- the form of what the switch sends ---- */
+
+struct member {
+	uint8_t mac[6];
+	uint8_t ip[4];
+	uint16_t port;
+};
+
+static const char *
+check_arp_reply(const uint8_t *f, uint32_t len)
+{
+	const uint8_t *a = f + 14;
+
+	if (len != 60 && len != 42)
+		return "ARP reply length";
+	if (rd16(a) != 1 || rd16(a + 2) != 0x0800 || a[4] != 6 || a[5] != 4 || rd16(a + 6) != 2)
+		return "ARP reply header";
+	if (memcmp(a + 8, fz_agg_mac, 6) != 0 || memcmp(a + 14, &agg_ip, 4) != 0)
+		return "ARP reply sender is not the aggregator";
+	if (memcmp(f, a + 18, 6) != 0)
+		return "ARP reply not to the target hardware address";
+	return NULL;
+}
+
+/*
+ * @return NULL when f is a well-formed ARP reply, REJECT or RESULT from the
+ * aggregator (PROTOCOL.md 1), else what is wrong.
+ */
+static const char *
+check_generated(const uint8_t *f, uint32_t len)
+{
+	const uint8_t *ip = f + 14, *udp = ip + 20;
+	struct cais_fields h;
+	uint32_t ip_len;
+
+	if (len < 14)
+		return "runt";
+	if (memcmp(f + 6, fz_agg_mac, 6) != 0)
+		return "not from the aggregator MAC";
+	/* an answer never goes to a group address (nor to 00:00:00:00:00:00) */
+	if ((f[0] & 1) || !(f[0] | f[1] | f[2] | f[3] | f[4] | f[5]))
+		return "to a group or zero MAC address";
+	if (rd16(f + 12) == 0x0806)
+		return check_arp_reply(f, len);
+	if (rd16(f + 12) != 0x0800)
+		return "ethertype";
+	if (len < CAIS_FRAME_OVERHEAD)
+		return "shorter than a CAIS message";
+	if (ip[0] != 0x45)
+		return "IPv4 version/IHL";
+	ip_len = rd16(ip + 2);
+	if (ip_len != len - 14)
+		return "IPv4 total length differs from the frame";
+	if (dp_ip_csum(ip, 20) != 0)
+		return "IPv4 checksum";
+	if (rd16(ip + 6) & 0x3FFF)
+		return "IPv4 fragment";
+	if (ip[9] != 17 || ip[8] == 0)
+		return "IPv4 protocol or TTL";
+	if (memcmp(ip + 12, &agg_ip, 4) != 0)
+		return "IPv4 source is not the aggregator";
+	if (rd16(udp) != CAIS_UDP_PORT)
+		return "UDP source port";
+	if (rd16(udp + 4) != ip_len - 20)
+		return "UDP length";
+	if (rd16(udp + 6) != 0)
+		return "UDP checksum not 0"; /* the switch writes 0 (PROTOCOL.md 1) */
+	if (cais_hdr_check(f + CAIS_FRAME_HDR_OFF, len - CAIS_FRAME_HDR_OFF) != CAIS_HDR_OK)
+		return "CAIS header check";
+	cais_hdr_read((const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &h);
+	if (h.rank != CAIS_RANK_NONE)
+		return "rank is not 0xFF";
+	if (h.type == CAIS_TYPE_REJECT) {
+		if (len != CAIS_FRAME_OVERHEAD || h.count != 0)
+			return "REJECT with a payload or a count";
+		if (h.reason < CAIS_R_UNKNOWN_TENSOR || h.reason > CAIS_R_BAD_DTYPE)
+			return "REJECT reason";
+		if (h.flags != (h.reason == CAIS_R_FWD_ONLY ? CAIS_F_FWD_ONLY : 0))
+			return "REJECT flags";
+		return NULL;
+	}
+	if (h.type == CAIS_TYPE_RESULT) {
+		unsigned int elems = h.tenant == FZ_A_TENANT ? FZ_A_ELEMS : FZ_B_ELEMS;
+
+		if (h.count < 1 || h.count > elems)
+			return "RESULT count outside 1..elems_per_packet";
+		if (len != CAIS_FRAME_OVERHEAD + 4u * h.count)
+			return "RESULT length differs from its count";
+		if (h.reason != 0 || h.dtype != CAIS_DT_FIXED32)
+			return "RESULT reason or dtype";
+		if (h.flags & ~(CAIS_F_OVERFLOW | CAIS_F_CONGESTED))
+			return "RESULT flags";
+		return NULL;
+	}
+	return "CAIS DATA sent by the switch";
+}
+
+/* ---- the reference model: what the switch must send (PROTOCOL.md 1-3) ---- */
+
+/*
+ * Every frame of the input is run through the model when it is queued, in
+ * the order the pipeline sees it; the model records what the switch must
+ * send in answer (struct expect). The TX hook matches each frame sent to
+ * one unmatched record (or aborts); at the end of the input every record
+ * that is not optional must have been matched. The only parts not modelled
+ * independently are the MAC table (a shadow dp_l2 fed the same frames,
+ * with burst numbers as time, decides where RESULTs and L2 frames go) and
+ * the REJECT rate limit (a sender with at most DP_RL_BURST REJECTs in an
+ * input must get every one; beyond that they are optional).
+ */
+
+#define MAX_EXPECT (FZ_MAX_FRAMES * FZ_A_N + 8)
+#define DP_RL_BURST 50u /* REJECTs a fresh sender gets before the limiter says no */
+
+enum expect_kind { X_L2, X_ARP, X_REJECT, X_RESULT };
+
+struct expect {
+	uint8_t kind;
+	bool matched;
+	uint16_t port;	/* where it must go out */
+	uint16_t frame; /* the input frame it answers */
+	/* REJECT */
+	uint16_t reason;
+	/* RESULT */
+	uint8_t rank; /* the member it goes to */
+	struct cais_fields h;
+	int32_t payload[FZ_A_ELEMS > FZ_B_ELEMS ? FZ_A_ELEMS : FZ_B_ELEMS];
+};
+
+static struct expect expects[MAX_EXPECT];
+static unsigned int n_expects;
+
+struct mslot {
+	uint8_t state; /* 0 empty, 1 open, 2 done */
+	uint8_t seen;  /* ranks (n <= 8) */
+	uint8_t ovf;
+	uint16_t count;
+	uint32_t seq, tensor;
+	int64_t acc[FZ_A_ELEMS];
+};
+
+struct msession {
+	uint16_t tenant, session;
+	unsigned int n, pool, elems;
+	struct mslot slots[2 * FZ_A_SLOTS];
+};
+
+static struct msession model[2];
+static bool model_fwd_only;
+static struct dp_l2 shadow_l2;
+static unsigned int deferred[FZ_MAX_FRAMES]; /* frames for lcore 1, this burst */
+static unsigned int n_deferred;
+static uint64_t burst_no; /* the shadow MAC table's clock */
+
+static void
+model_reset(void)
+{
+	memset(model, 0, sizeof(model));
+	model[0].tenant = FZ_A_TENANT;
+	model[0].session = FZ_A_SESSION;
+	model[0].n = FZ_A_N;
+	model[0].pool = FZ_A_SLOTS;
+	model[0].elems = FZ_A_ELEMS;
+	model[1].tenant = FZ_B_TENANT;
+	model[1].session = FZ_B_SESSION;
+	model[1].n = FZ_B_N;
+	model[1].pool = FZ_B_SLOTS;
+	model[1].elems = FZ_B_ELEMS;
+	model_fwd_only = false;
+	dp_l2_init(&shadow_l2, 1ull << 60);
+	burst_no = 1;
+	n_expects = 0;
+	n_deferred = 0;
+}
+
+static struct expect *
+expect_new(enum expect_kind kind, unsigned int frame, uint16_t port)
+{
+	struct expect *x;
+
+	if (n_expects == MAX_EXPECT)
+		VIOLATION("model: too many expected frames");
+	x = &expects[n_expects++];
+	memset(x, 0, sizeof(*x));
+	x->kind = (uint8_t)kind;
+	x->frame = (uint16_t)frame;
+	x->port = port;
+	return x;
+}
+
+/* The reduce op of a tensor, or -1 when the tensor table has no entry. */
+static int
+model_op(const struct msession *s, uint32_t tensor)
+{
+	if (s->tenant == FZ_A_TENANT) {
+		switch (tensor) {
+		case 1:
+			return DP_OP_SUM;
+		case 2:
+			return toggle_tensor_present ? DP_OP_MAX : -1;
+		case 3:
+			return DP_OP_MIN;
+		case 4:
+			return DP_OP_AVG;
+		default:
+			return -1;
+		}
+	}
+	return tensor == FZ_B_TENSOR ? DP_OP_SUM : -1;
+}
+
+static void
+member_addr(const struct msession *s, unsigned int r, struct member *m)
+{
+	if (s->tenant == FZ_A_TENANT)
+		fz_member_a(r, m->mac, m->ip, &m->port);
+	else
+		fz_member_b(m->mac, m->ip, &m->port);
+}
+
+/* RESULT records for the round in sl: to every member, or only to rank `only`. */
+static void
+model_results(const struct msession *s, const struct mslot *sl, const struct cais_fields *h,
+	      unsigned int frame, int only, uint16_t in_port)
+{
+	for (unsigned int r = 0; r < s->n; r++) {
+		struct member m;
+		struct expect *x;
+		int port;
+
+		if (only >= 0 && r != (unsigned int)only)
+			continue;
+		member_addr(s, r, &m);
+		if (only >= 0) {
+			port = in_port; /* a resend goes back where the DATA came from */
+		} else {
+			port = dp_l2_lookup(&shadow_l2, m.mac, burst_no);
+			if (port < 0)
+				continue; /* not learned: dropped as NO_PORT */
+		}
+		x = expect_new(X_RESULT, frame, (uint16_t)port);
+		x->rank = (uint8_t)r;
+		x->h = *h;
+		x->h.type = CAIS_TYPE_RESULT;
+		x->h.flags = sl->ovf ? CAIS_F_OVERFLOW : 0;
+		x->h.rank = CAIS_RANK_NONE;
+		x->h.dtype = CAIS_DT_FIXED32;
+		x->h.count = sl->count;
+		x->h.reason = 0;
+		for (unsigned int i = 0; i < sl->count; i++) {
+			int64_t v = sl->acc[i];
+
+			x->payload[i] = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+		}
+	}
+}
+
+static int32_t
+be32_at(const uint8_t *p)
+{
+	return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+/* Section 3 for one DATA that passed every check. */
+static void
+model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_t *payload,
+	   unsigned int frame, uint16_t in_port)
+{
+	struct mslot *sl = &s->slots[2 * h->slot + h->set];
+	uint8_t all = (uint8_t)((1u << s->n) - 1);
+
+	if (sl->state == 0 || cais_seq_before(sl->seq, h->seq)) {
+		sl->state = 1;
+		sl->seq = h->seq;
+		sl->tensor = h->tensor;
+		sl->count = h->count;
+		sl->seen = (uint8_t)(1u << h->rank);
+		sl->ovf = 0;
+		for (unsigned int i = 0; i < h->count; i++)
+			sl->acc[i] = be32_at(payload + 4 * i);
+	} else if (h->seq != sl->seq) {
+		return; /* stale */
+	} else if (h->count != sl->count || h->tensor != sl->tensor) {
+		return; /* inconsistent */
+	} else if (sl->seen & (1u << h->rank)) {
+		if (sl->state == 2)
+			model_results(s, sl, h, frame, h->rank, in_port); /* lost RESULT */
+		return; /* else duplicate */
+	} else {
+		for (unsigned int i = 0; i < h->count; i++) {
+			int64_t v = be32_at(payload + 4 * i);
+
+			if (op == DP_OP_MAX)
+				sl->acc[i] = v > sl->acc[i] ? v : sl->acc[i];
+			else if (op == DP_OP_MIN)
+				sl->acc[i] = v < sl->acc[i] ? v : sl->acc[i];
+			else
+				sl->acc[i] += v;
+		}
+		sl->seen |= (uint8_t)(1u << h->rank);
+	}
+	if (sl->seen == all && sl->state == 1) {
+		sl->state = 2;
+		for (unsigned int i = 0; i < sl->count; i++)
+			sl->ovf |= sl->acc[i] > INT32_MAX || sl->acc[i] < INT32_MIN;
+		model_results(s, sl, h, frame, -1, in_port);
+	}
+}
+
+/* A DATA frame (parsed as such): the REJECT checks in order, then the slot. */
+static void
+model_data(unsigned int frame, const uint8_t *f, uint16_t port)
+{
+	const struct cais_hdr *hdr = (const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF);
+	const uint8_t *ip = f + 14, *udp = ip + 20;
+	struct cais_fields h;
+	struct msession *s = NULL;
+	uint32_t payload_len = rd16(udp + 4) - 8u - CAIS_HDR_LEN;
+	int op = -1;
+	uint16_t reason = 0;
+
+	cais_hdr_read(hdr, &h);
+	for (unsigned int i = 0; i < 2; i++)
+		if (model[i].tenant == h.tenant && model[i].session == h.session)
+			s = &model[i];
+	if (s)
+		op = model_op(s, h.tensor);
+	if (model_fwd_only) {
+		reason = CAIS_R_FWD_ONLY;
+	} else if (op < 0) {
+		reason = CAIS_R_UNKNOWN_TENSOR;
+	} else {
+		struct member m;
+
+		if (h.rank < s->n)
+			member_addr(s, h.rank, &m);
+		if (h.rank >= s->n || memcmp(ip + 12, m.ip, 4) != 0 || rd16(udp) != m.port)
+			reason = CAIS_R_NOT_MEMBER;
+		else if (h.dtype != CAIS_DT_FIXED32)
+			reason = CAIS_R_BAD_DTYPE;
+		else if (h.count == 0 || h.count > s->elems || 4u * h.count > payload_len)
+			reason = CAIS_R_BAD_COUNT;
+		else if (h.slot >= s->pool)
+			reason = CAIS_R_NO_SLOT;
+	}
+	if (reason) {
+		struct expect *x = expect_new(X_REJECT, frame, port);
+
+		x->reason = reason;
+		return;
+	}
+	if (cais_slot_field(h.seq, s->pool) != ((h.set ? CAIS_SET_BIT : 0) | h.slot))
+		return; /* SLOT_MISMATCH: silent */
+	if (h.slot % FZ_LCORES != 0) {
+		/* owned by another lcore: it runs after lcore 0's burst */
+		if (n_deferred == FZ_MAX_FRAMES)
+			VIOLATION("model: deferred list full");
+		deferred[n_deferred++] = frame;
+		return;
+	}
+	model_step(s, op, &h, f + CAIS_FRAME_OVERHEAD, frame, port);
+}
+
+/* The DATA of the burst that lcore 1 owns, in order (tables do not change within a burst). */
+static void
+model_deferred(void)
+{
+	for (unsigned int k = 0; k < n_deferred; k++) {
+		const struct in_frame *fr = &frames[deferred[k]];
+		struct cais_fields h;
+		struct msession *s;
+
+		cais_hdr_read((const struct cais_hdr *)(fr->data + CAIS_FRAME_HDR_OFF), &h);
+		s = h.tenant == FZ_A_TENANT ? &model[0] : &model[1];
+		model_step(s, model_op(s, h.tensor), &h, fr->data + CAIS_FRAME_OVERHEAD,
+			   deferred[k], fr->port);
+	}
+	n_deferred = 0;
+}
+
+/* Run one input frame through the model (in pipeline order). */
+static void
+model_frame(unsigned int i)
+{
+	const struct in_frame *fr = &frames[i];
+	int out;
+
+	if (fr->port >= FZ_PORTS || fr->multiseg)
+		return; /* dropped before anything else (BAD_PORT, MULTISEG) */
+	if (fr->len >= 14)
+		dp_l2_learn(&shadow_l2, fr->data + 6, fr->port, burst_no);
+	switch (fr->cls) {
+	case DP_CLASS_L2:
+		out = dp_l2_lookup(&shadow_l2, fr->data, burst_no);
+		if (out == fr->port)
+			break; /* L2_SAME_PORT */
+		for (uint16_t p = 0; p < FZ_PORTS; p++)
+			if (out >= 0 ? p == out : p != fr->port)
+				expect_new(X_L2, i, p);
+		break;
+	case DP_CLASS_ARP_AGG:
+		expect_new(X_ARP, i, fr->port);
+		break;
+	case DP_CLASS_DATA:
+		model_data(i, fr->data, fr->port);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- matching what the switch sends ---- */
+
+static bool
+match_l2(const struct expect *x, const uint8_t *f, uint32_t len)
+{
+	const struct in_frame *fr = &frames[x->frame];
+
+	return fr->len == len && memcmp(fr->data, f, len) == 0;
+}
+
+static bool
+match_arp(const struct expect *x, const uint8_t *f, uint32_t len)
+{
+	const uint8_t *a = f + 14, *q = frames[x->frame].data + 14;
+
+	if (len < 42 || rd16(f + 12) != 0x0806)
+		return false;
+	return memcmp(a + 18, q + 8, 10) == 0; /* target = asker (MAC, IP) */
+}
+
+static bool
+match_reject(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
+{
+	const uint8_t *d = frames[x->frame].data, *ip = f + 14, *dip = d + 14;
+	struct cais_fields df;
+
+	cais_hdr_read((const struct cais_hdr *)(d + CAIS_FRAME_HDR_OFF), &df);
+	return h->type == CAIS_TYPE_REJECT && h->reason == x->reason &&
+	       memcmp(f, d + 6, 6) == 0 && memcmp(ip + 16, dip + 12, 4) == 0 &&
+	       memcmp(ip + 20 + 2, dip + 20, 2) == 0 && df.tenant == h->tenant &&
+	       df.session == h->session && df.tensor == h->tensor && df.seq == h->seq &&
+	       df.slot == h->slot && df.set == h->set;
+}
+
+static bool
+match_result(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
+{
+	const uint8_t *ip = f + 14;
+	struct member m;
+	const struct msession *s = x->h.tenant == FZ_A_TENANT ? &model[0] : &model[1];
+
+	if (h->type != CAIS_TYPE_RESULT)
+		return false;
+	member_addr(s, x->rank, &m);
+	if (memcmp(f, m.mac, 6) != 0 || memcmp(ip + 16, m.ip, 4) != 0 || rd16(ip + 22) != m.port)
+		return false;
+	if (h->tenant != x->h.tenant || h->session != x->h.session || h->tensor != x->h.tensor ||
+	    h->seq != x->h.seq || h->slot != x->h.slot || h->set != x->h.set ||
+	    h->count != x->h.count || h->flags != x->h.flags)
+		return false;
+	for (unsigned int i = 0; i < h->count; i++)
+		if (be32_at(f + CAIS_FRAME_OVERHEAD + 4 * i) != x->payload[i])
+			return false;
+	return true;
+}
+
+static void
+dump_expects(void)
+{
+	for (unsigned int i = 0; i < n_expects; i++) {
+		const struct expect *x = &expects[i];
+
+		fprintf(stderr, "  expect %u: kind %u port %u frame %u matched %d", i, x->kind,
+			x->port, x->frame, x->matched);
+		if (x->kind == X_REJECT)
+			fprintf(stderr, " reason %u", x->reason);
+		if (x->kind == X_RESULT) {
+			fprintf(stderr, " rank %u seq %u slot %u/%u count %u flags %u:", x->rank,
+				x->h.seq, x->h.slot, x->h.set, x->h.count, x->h.flags);
+			for (unsigned int k = 0; k < x->h.count; k++)
+				fprintf(stderr, " %d", x->payload[k]);
+		}
+		fprintf(stderr, "\n");
+	}
+}
+
+/* Match a frame the switch sent to what the model expects; abort if nothing fits. */
+static void
+match_output(const uint8_t *f, uint32_t len, uint16_t port)
+{
+	const char *why = NULL;
+	struct cais_fields h;
+
+	/* an input frame forwarded unchanged */
+	for (unsigned int i = 0; i < n_expects; i++) {
+		struct expect *x = &expects[i];
+
+		if (!x->matched && x->kind == X_L2 && x->port == port && match_l2(x, f, len)) {
+			x->matched = true;
+			return;
+		}
+	}
+	why = check_generated(f, len);
+	if (!why) {
+		if (rd16(f + 12) == 0x0800)
+			cais_hdr_read((const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &h);
+		for (unsigned int i = 0; i < n_expects; i++) {
+			struct expect *x = &expects[i];
+			bool ok;
+
+			if (x->matched || x->port != port)
+				continue;
+			if (x->kind == X_ARP)
+				ok = rd16(f + 12) == 0x0806 && match_arp(x, f, len);
+			else if (x->kind == X_REJECT)
+				ok = rd16(f + 12) == 0x0800 && match_reject(x, f, &h);
+			else if (x->kind == X_RESULT)
+				ok = rd16(f + 12) == 0x0800 && match_result(x, f, &h);
+			else
+				ok = false;
+			if (ok) {
+				x->matched = true;
+				return;
+			}
+		}
+		why = "well formed, but not what the model expects";
+	}
+	hexdump("frame sent", f, len);
+	dump_expects();
+	VIOLATION("port %u: %s", port, why);
+}
+
+/* At the end of an input: everything the switch had to send was sent. */
+static void
+check_complete(void)
+{
+	for (unsigned int i = 0; i < n_expects; i++) {
+		const struct expect *x = &expects[i];
+		unsigned int same = 0;
+
+		if (x->matched)
+			continue;
+		if (x->kind == X_REJECT) {
+			/* rate limited: optional once the sender has had its burst */
+			const uint8_t *d = frames[x->frame].data;
+
+			for (unsigned int j = 0; j < n_expects; j++) {
+				const uint8_t *e = frames[expects[j].frame].data;
+
+				same += expects[j].kind == X_REJECT &&
+					memcmp(d + 14 + 12, e + 14 + 12, 4) == 0 &&
+					memcmp(d + 34, e + 34, 2) == 0;
+			}
+			if (same > DP_RL_BURST)
+				continue;
+		}
+		dump_expects();
+		hexdump("input frame", frames[x->frame].data, frames[x->frame].len);
+		VIOLATION("expected frame %u (kind %u, port %u) never sent", i, x->kind, x->port);
+	}
+}
+
+static uint8_t out_buf[DP_MBUF_DATA + 256];
+
+static uint16_t
+fuzz_tx(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
+{
+	(void)ctx;
+	if (port >= FZ_PORTS || queue >= FZ_LCORES)
+		VIOLATION("TX on port %u queue %u", port, queue);
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		uint32_t len = m->pkt_len;
+		const uint8_t *f;
+		const char *why;
+
+		if (len > sizeof(out_buf))
+			VIOLATION("frame of %u bytes", len);
+		if (rte_mbuf_check(m, 1, &why) != 0)
+			VIOLATION("bad mbuf: %s", why);
+		f = rte_pktmbuf_read(m, 0, len, out_buf);
+		if (!f)
+			VIOLATION("unreadable mbuf");
+		match_output(f, len, port);
+		rte_pktmbuf_free(m);
+	}
+	return n;
+}
+
+/* ---- setup ---- */
+
+static void
+install(void)
+{
+	static struct ctl_session cs; /* big: members[255] */
+	struct ctl_tensor ct = {0};
+	struct ctl_err err = {0};
+	static const uint8_t ops[] = {DP_OP_SUM, DP_OP_MAX, DP_OP_MIN, DP_OP_AVG};
+
+	memset(&cs, 0, sizeof(cs));
+	cs.tenant = FZ_A_TENANT;
+	cs.session = FZ_A_SESSION;
+	cs.n = FZ_A_N;
+	cs.slots = FZ_A_SLOTS;
+	cs.elems = FZ_A_ELEMS;
+	for (unsigned int r = 0; r < FZ_A_N; r++) {
+		uint8_t ip[4];
+
+		fz_member_a(r, cs.members[r].mac, ip, &cs.members[r].port);
+		memcpy(&cs.members[r].ip, ip, 4);
+	}
+	if (dp_session_add(sw, &cs, &err) != 0)
+		VIOLATION("session.add A: %s", err.msg);
+	for (unsigned int t = 0; t < 4; t++) {
+		ct.tenant = FZ_A_TENANT;
+		ct.session = FZ_A_SESSION;
+		ct.tensor = t + 1;
+		ct.op = (enum ctl_reduce)ops[t];
+		ct.scale = 1024;
+		if (dp_tensor_add(sw, &ct, &err) != 0)
+			VIOLATION("tensor.add: %s", err.msg);
+	}
+	memset(&cs, 0, sizeof(cs));
+	cs.tenant = FZ_B_TENANT;
+	cs.session = FZ_B_SESSION;
+	cs.n = FZ_B_N;
+	cs.slots = FZ_B_SLOTS;
+	cs.elems = FZ_B_ELEMS;
+	{
+		uint8_t ip[4];
+
+		fz_member_b(cs.members[0].mac, ip, &cs.members[0].port);
+		memcpy(&cs.members[0].ip, ip, 4);
+	}
+	if (dp_session_add(sw, &cs, &err) != 0)
+		VIOLATION("session.add B: %s", err.msg);
+	ct.tenant = FZ_B_TENANT;
+	ct.session = FZ_B_SESSION;
+	ct.tensor = FZ_B_TENSOR;
+	ct.op = CTL_REDUCE_SUM;
+	if (dp_tensor_add(sw, &ct, &err) != 0)
+		VIOLATION("tensor.add B: %s", err.msg);
+	toggle_tensor_present = true;
+}
+
+static void
+toggle_tensor(void)
+{
+	struct ctl_err err = {0};
+
+	if (toggle_tensor_present) {
+		if (dp_tensor_del(sw, FZ_A_TENANT, FZ_A_SESSION, FZ_TOGGLE_TENSOR, &err) != 0)
+			VIOLATION("tensor.del: %s", err.msg);
+	} else {
+		struct ctl_tensor ct = {.tenant = FZ_A_TENANT,
+					.session = FZ_A_SESSION,
+					.tensor = FZ_TOGGLE_TENSOR,
+					.op = CTL_REDUCE_MAX,
+					.scale = 1};
+
+		if (dp_tensor_add(sw, &ct, &err) != 0)
+			VIOLATION("tensor.add: %s", err.msg);
+	}
+	toggle_tensor_present = !toggle_tensor_present;
+}
+
+/* Back to the state every input starts from. */
+static void
+reset(void)
+{
+	struct dp_session *s;
+	struct ctl_err err = {0};
+
+	if (!toggle_tensor_present)
+		toggle_tensor();
+	dp_mode_set(sw, CTL_MODE_COMPUTE, &err);
+	sw->lease_deadline = 0;
+	LIST_FOREACH(s, &sw->sessions, link)
+		for (unsigned int k = 0; k < s->n_lcores; k++) {
+			struct dp_session_part *pt = &s->part[k];
+
+			memset(&pt->c, 0, sizeof(pt->c));
+			if (!pt->n_local)
+				continue;
+			memset(pt->slots, 0, (size_t)pt->n_local * 2 * sizeof(*pt->slots));
+			memset(pt->acc, 0, (size_t)pt->n_local * 2 * s->elems * sizeof(int64_t));
+		}
+	for (unsigned int i = 0; i < FZ_LCORES; i++) {
+		struct dp_lcore *lc = &sw->lcores[i];
+
+		memset(lc->rl, 0, sizeof(lc->rl));
+		memset(&lc->c, 0, sizeof(lc->c));
+		memset(lc->port, 0, sizeof(lc->port));
+	}
+	dp_l2_init(sw->l2, l2_age);
+	n_frames = 0;
+	model_reset();
+}
+
+static void
+cleanup(void)
+{
+	if (sw)
+		dp_switch_free(sw);
+	sw = NULL;
+	rte_mempool_free(in_pool);
+	in_pool = NULL;
+	rte_eal_cleanup();
+}
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	static char prefix[64];
+	char *eal[] = {"fuzz_pipeline", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+		       "--no-telemetry", "-l", "0", "--log-level=error",
+		       "--log-level=lib.ethdev:critical", prefix, NULL};
+	struct dp_switch_conf c = {0};
+	cpu_set_t cpus;
+	bool have_cpus;
+
+	(void)argc;
+	(void)argv;
+	verbose = getenv("CAIS_FUZZ_VERBOSE") && strcmp(getenv("CAIS_FUZZ_VERBOSE"), "0") != 0;
+	snprintf(prefix, sizeof(prefix), "--file-prefix=cais-fuzz-%d", (int)getpid());
+	have_cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0) {
+		fprintf(stderr, "EAL init failed: %s\n", rte_strerror(rte_errno));
+		exit(1);
+	}
+	/* EAL pinned this thread to CPU 0; parallel fuzzing jobs should not share it */
+	if (have_cpus)
+		sched_setaffinity(0, sizeof(cpus), &cpus);
+	/*
+	 * With --no-shconf and --no-telemetry nothing lives in EAL's runtime
+	 * directory (/var/run/dpdk/cais-fuzz-PID): remove it now, so that a
+	 * crashing run (which never reaches atexit) leaves nothing behind.
+	 */
+	if (rte_eal_get_runtime_dir())
+		rmdir(rte_eal_get_runtime_dir());
+
+	memcpy(&agg_ip, fz_agg_ip, 4);
+	c.agg_enabled = true;
+	c.agg_ip = agg_ip;
+	memcpy(c.agg_mac.addr_bytes, fz_agg_mac, 6);
+	c.udp_port = CAIS_UDP_PORT;
+	c.n_ports = FZ_PORTS;
+	c.n_lcores = FZ_LCORES;
+	for (unsigned int i = 0; i < FZ_LCORES; i++)
+		c.lcore_ids[i] = i;
+	c.slot_capacity = 1024;
+	c.mbufs = 512; /* RX pool of the real switch, unused here (>= 1.5 x the 256 cache) */
+	c.mbuf_data = 2048;
+	c.hdr_mbufs = HDR_MBUFS;
+	c.socket = SOCKET_ID_ANY;
+	c.name = "fz";
+	c.tx = fuzz_tx;
+	sw = dp_switch_create(&c);
+	if (!sw) {
+		fprintf(stderr, "dp_switch_create: %s\n", rte_strerror(rte_errno));
+		exit(1);
+	}
+	l2_age = (uint64_t)DP_L2_DEFAULT_AGE_S * sw->hz;
+	/* no cache, so that the free count is exact after every input */
+	in_pool = rte_pktmbuf_pool_create("fz_in", IN_MBUFS, 0, 0,
+					  RTE_PKTMBUF_HEADROOM + FZ_MAX_FRAME, SOCKET_ID_ANY);
+	if (!in_pool) {
+		fprintf(stderr, "input pool: %s\n", rte_strerror(rte_errno));
+		exit(1);
+	}
+	install();
+	atexit(cleanup);
+	return 0;
+}
+
+static void
+run_burst(struct rte_mbuf **burst, uint16_t *nb)
+{
+	struct dp_lcore *lc = &sw->lcores[0], *owner = &sw->lcores[1];
+	struct rte_mbuf *ho[DP_BURST];
+	unsigned int n;
+
+	/* DATA handed to lcore 1 is stepped after lcore 0's whole burst, as in the switch */
+	model_deferred();
+	if (*nb) {
+		dp_lcore_input(lc, burst, *nb);
+		burst_no++; /* the next burst is later for the shadow MAC table */
+	}
+	dp_lcore_flush(lc); /* TX, and the handoffs into lcore 1's ring */
+	while ((n = rte_ring_dequeue_burst(owner->ring, (void **)ho, DP_BURST, NULL)) > 0) {
+		dp_lcore_input_owned(owner, ho, (uint16_t)n);
+		dp_lcore_flush(owner);
+	}
+	*nb = 0;
+}
+
+static void
+stats(void)
+{
+	json_t *o = json_object();
+
+	if (!o || dp_stats_json(sw, o) != 0)
+		VIOLATION("stats.get failed");
+	json_decref(o);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct rte_mbuf *burst[DP_BURST];
+	uint16_t nb = 0;
+	size_t pos = 0;
+	unsigned int in_use;
+
+	reset();
+	while (pos + FZ_REC_HDR <= size && n_frames < FZ_MAX_FRAMES) {
+		uint8_t ctl = data[pos];
+		uint32_t len = rd16(data + pos + 1);
+		unsigned int op = (ctl & FZ_CTL_OP_MASK) >> FZ_CTL_OP_SHIFT;
+		struct in_frame *fr = &frames[n_frames];
+		struct rte_mbuf *m;
+		char *p;
+
+		pos += FZ_REC_HDR;
+		if (len > size - pos)
+			len = (uint32_t)(size - pos);
+		if (len > FZ_MAX_FRAME)
+			len = FZ_MAX_FRAME;
+		if (op != FZ_OP_NONE) {
+			struct ctl_err err = {0};
+
+			run_burst(burst, &nb); /* the control change comes between packets */
+			if (op == FZ_OP_FWD_ONLY)
+				dp_mode_set(sw, CTL_MODE_FORWARD_ONLY, &err);
+			else if (op == FZ_OP_COMPUTE)
+				dp_mode_set(sw, CTL_MODE_COMPUTE, &err);
+			if (op == FZ_OP_FWD_ONLY || op == FZ_OP_COMPUTE)
+				model_fwd_only = op == FZ_OP_FWD_ONLY;
+			else
+				toggle_tensor();
+		}
+		fr->data = data + pos;
+		fr->len = len;
+		fr->port = fz_ctl_port(ctl);
+		fr->multiseg = (ctl & FZ_CTL_MULTISEG) && len >= 2;
+		fr->cls = parse_checked(fr->data, len);
+		model_frame(n_frames);
+		n_frames++;
+		pos += len;
+
+		m = rte_pktmbuf_alloc(in_pool);
+		if (!m)
+			VIOLATION("input pool empty");
+		p = rte_pktmbuf_append(m, (uint16_t)(fr->multiseg ? len / 2 : len));
+		if (!p)
+			VIOLATION("no room for %u bytes", len);
+		memcpy(p, fr->data, fr->multiseg ? len / 2 : len);
+		if (fr->multiseg) {
+			struct rte_mbuf *m2 = rte_pktmbuf_alloc(in_pool);
+
+			if (!m2 || !(p = rte_pktmbuf_append(m2, (uint16_t)(len - len / 2))))
+				VIOLATION("input pool empty");
+			memcpy(p, fr->data + len / 2, len - len / 2);
+			if (rte_pktmbuf_chain(m, m2) != 0)
+				VIOLATION("rte_pktmbuf_chain");
+		}
+		m->port = fr->port;
+		burst[nb++] = m;
+		if ((ctl & FZ_CTL_END_BURST) || nb == DP_BURST)
+			run_burst(burst, &nb);
+		if (ctl & FZ_CTL_STATS) {
+			run_burst(burst, &nb);
+			stats();
+		}
+	}
+	run_burst(burst, &nb);
+	if (verbose) {
+		unsigned int kinds[4] = {0}, matched = 0;
+
+		for (unsigned int i = 0; i < n_expects; i++) {
+			kinds[expects[i].kind]++;
+			matched += expects[i].matched;
+		}
+		fprintf(stderr,
+			"input: %u frames; expected %u L2, %u ARP, %u REJECT, %u RESULT; %u sent\n",
+			n_frames, kinds[X_L2], kinds[X_ARP], kinds[X_REJECT], kinds[X_RESULT],
+			matched);
+	}
+	check_complete();
+	if (n_deferred)
+		VIOLATION("model: deferred DATA left");
+	/* every mbuf is back: nothing sent twice, nothing leaked */
+	in_use = IN_MBUFS - rte_mempool_avail_count(in_pool);
+	if (in_use)
+		VIOLATION("%u input mbufs not returned", in_use);
+	in_use = HDR_MBUFS - rte_mempool_avail_count(sw->hdr_pool);
+	if (in_use)
+		VIOLATION("%u header mbufs not returned", in_use);
+	return 0;
+}
