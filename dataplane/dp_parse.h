@@ -63,7 +63,6 @@
 	X(DUPLICATE, "duplicate contribution to an open round")                                    \
 	X(STALE, "seq older than the slot's round")                                                \
 	X(REJECT_LIMITED, "REJECT suppressed by the per-sender rate limit")                        \
-	X(TABLE_GONE, "tensor removed while the packet was handed to its slot's lcore")             \
 	X(HANDOFF_FULL, "handoff ring to the slot's lcore full")                                   \
 	X(NO_MBUF, "no mbuf for a RESULT copy or a flood clone")                                   \
 	X(NO_PORT, "member MAC not learned: RESULT copy not sent")                                 \

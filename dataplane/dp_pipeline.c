@@ -435,7 +435,7 @@ data_owned(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
  * owner on a handed-off packet, since the tables may have changed.
  */
 static void
-data_rx(struct dp_lcore *lc, struct rte_mbuf *m, bool may_hand_off)
+data_rx(struct dp_lcore *lc, struct rte_mbuf *m)
 {
 	struct dp_switch *sw = lc->sw;
 	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
@@ -476,12 +476,11 @@ data_rx(struct dp_lcore *lc, struct rte_mbuf *m, bool may_hand_off)
 		sc->slot_mismatch++;
 		return drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
+	/* the owner computes the same owner: a handed-off packet never moves twice */
 	owner = sw->n_lcores == 1 ? 0 : (slotf & CAIS_SLOT_MASK) % sw->n_lcores;
 	if (owner != lc->idx) {
 		struct dp_handoff *ho = &lc->out[owner];
 
-		if (!may_hand_off) /* cannot happen: ownership depends on the slot only */
-			return drop(lc, m, DP_DROP_TABLE_GONE);
 		ho->m[ho->n++] = m;
 		if (ho->n == DP_BURST)
 			handoff_flush(lc, owner);
@@ -521,7 +520,7 @@ dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 		switch (p.cls) {
 		case DP_CLASS_DATA:
 			lc->c.data_rx++;
-			data_rx(lc, m, true);
+			data_rx(lc, m);
 			break;
 		case DP_CLASS_L2:
 			l2_forward(lc, m);
@@ -541,7 +540,7 @@ dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 {
 	lc->now = rte_rdtsc();
 	for (uint16_t i = 0; i < n; i++)
-		data_rx(lc, pkts[i], false);
+		data_rx(lc, pkts[i]);
 }
 
 int
