@@ -41,7 +41,7 @@ struct ctl_err {
  * @return -code, so that `return ctl_fail(err, EINVAL, "...")` reads well
  */
 int ctl_fail(struct ctl_err *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /** @return "EINVAL", ... for a code (either sign); "EINVAL" for unknown ones. */
 const char *ctl_errname(int code);
@@ -66,7 +66,7 @@ const char *ctl_mode_name(enum ctl_mode mode);
 
 /** Session priority classes. */
 #define CTL_PRIO_NORMAL 0
-#define CTL_PRIO_HIGH 1
+#define CTL_PRIO_HIGH	1
 
 /** Largest lease: a day; a manager renews every few seconds. */
 #define CTL_LEASE_MAX_MS 86400000u
@@ -82,10 +82,10 @@ struct ctl_member {
 struct ctl_session {
 	uint16_t tenant;
 	uint16_t session;
-	uint16_t n;	   /**< world size 1..255 */
-	uint32_t slots;	   /**< pool size, power of two 1..32768 */
-	uint16_t elems;	   /**< elements per packet 1..CAIS_MAX_ELEMS */
-	uint8_t priority;  /**< CTL_PRIO_* */
+	uint16_t n;				   /**< world size 1..255 */
+	uint32_t slots;				   /**< pool size, power of two 1..32768 */
+	uint16_t elems;				   /**< elements per packet 1..CAIS_MAX_ELEMS */
+	uint8_t priority;			   /**< CTL_PRIO_* */
 	struct ctl_member members[CAIS_MAX_WORLD]; /**< indexed by rank, n entries */
 };
 

@@ -65,7 +65,7 @@ check_fields(const json_t *args, const char *const *allowed, struct ctl_err *err
 	const char *key;
 	json_t *val;
 
-	json_object_foreach((json_t *)args, key, val) {
+	json_object_foreach ((json_t *)args, key, val) {
 		const char *const *a;
 
 		(void)val;
@@ -202,8 +202,8 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 static int
 cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 {
-	static const char *const fields[] = {"tenant", "session", "n", "slots", "elems_per_packet",
-					     "priority", "members", NULL};
+	static const char *const fields[] = {"tenant",		 "session",  "n",	"slots",
+					     "elems_per_packet", "priority", "members", NULL};
 	static struct ctl_session s; /* 2 KiB: requests are handled one at a time */
 	bool have[CAIS_MAX_WORLD] = {false};
 	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL;
@@ -444,15 +444,17 @@ ctl_apply_file(const struct ctl_ops *ops, const char *path, struct ctl_err *err)
 		json_decref(arr);
 		return ctl_fail(err, EINVAL, "%s: must hold a JSON array of requests", path);
 	}
-	json_array_foreach(arr, i, req) {
+	json_array_foreach (arr, i, req) {
 		rc = ctl_dispatch(ops, req, &res, err);
 		if (rc) {
-			const json_t *cmd = json_is_object(req) ? json_object_get(req, "cmd") : NULL;
+			const json_t *cmd =
+			    json_is_object(req) ? json_object_get(req, "cmd") : NULL;
 			char inner[sizeof(err->msg)];
 
 			snprintf(inner, sizeof(inner), "%s", err->msg);
-			snprintf(err->msg, sizeof(err->msg), "%.60s: request #%zu (%.30s): %.100s", path, i + 1,
-				 json_is_string(cmd) ? json_string_value(cmd) : "?", inner);
+			snprintf(err->msg, sizeof(err->msg), "%.60s: request #%zu (%.30s): %.100s",
+				 path, i + 1, json_is_string(cmd) ? json_string_value(cmd) : "?",
+				 inner);
 			break;
 		}
 		json_decref(res);

@@ -96,12 +96,12 @@ store_scalar(void *out, const int64_t *acc, unsigned int n)
 }
 
 const struct dp_agg_kernels dp_agg_scalar = {
-	.name = "scalar",
-	.load = load_scalar,
-	.sum = sum_scalar,
-	.max = max_scalar,
-	.min = min_scalar,
-	.store = store_scalar,
+    .name = "scalar",
+    .load = load_scalar,
+    .sum = sum_scalar,
+    .max = max_scalar,
+    .min = min_scalar,
+    .store = store_scalar,
 };
 
 #ifdef DP_HAVE_X86
@@ -111,8 +111,8 @@ const struct dp_agg_kernels dp_agg_scalar = {
 AVX2 static inline __m256i
 bswap32x8(__m256i v)
 {
-	const __m256i idx = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3,
-					     2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+	const __m256i idx = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+					     3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
 	return _mm256_shuffle_epi8(v, idx);
 }
 
@@ -234,12 +234,12 @@ store_avx2(void *out, const int64_t *acc, unsigned int n)
 }
 
 static const struct dp_agg_kernels agg_avx2 = {
-	.name = "avx2",
-	.load = load_avx2,
-	.sum = sum_avx2,
-	.max = max_avx2,
-	.min = min_avx2,
-	.store = store_avx2,
+    .name = "avx2",
+    .load = load_avx2,
+    .sum = sum_avx2,
+    .max = max_avx2,
+    .min = min_avx2,
+    .store = store_avx2,
 };
 
 const struct dp_agg_kernels *

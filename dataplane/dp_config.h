@@ -37,7 +37,7 @@
  * (RESULT to n members shares one payload), plus flood clones.
  */
 #define DP_HDR_MBUF_DATA 128
-#define DP_HDR_MBUFS 16384
+#define DP_HDR_MBUFS	 16384
 
 /** Per-lcore mbuf cache: DPDK's recommended size for bursts of 32. */
 #define DP_MBUF_CACHE 256
@@ -55,11 +55,11 @@
 
 /** Sessions and tensors in the tables (rte_hash sizes). */
 #define DP_MAX_SESSIONS 1024u
-#define DP_MAX_TENSORS 65536u
+#define DP_MAX_TENSORS	65536u
 
 /** MAC table: 4096 entries, 4-way probing; ageing as Linux bridges (300 s). */
-#define DP_L2_ENTRIES 4096u
-#define DP_L2_WAYS 4u
+#define DP_L2_ENTRIES	    4096u
+#define DP_L2_WAYS	    4u
 #define DP_L2_DEFAULT_AGE_S 300u
 
 /**
@@ -68,14 +68,14 @@
  * One-second windows, DP_RL_ENTRIES senders tracked per lcore.
  */
 #define DP_RL_PER_SECOND 100u
-#define DP_RL_ENTRIES 1024u
+#define DP_RL_ENTRIES	 1024u
 
 /** Completion-time histogram: 4 sub-buckets per power of two of TSC cycles. */
-#define DP_HIST_SUB 4u
+#define DP_HIST_SUB	4u
 #define DP_HIST_BUCKETS (64u * DP_HIST_SUB)
 
 /** Default admission thresholds (stored now; the control plane uses them). */
-#define DP_DEFAULT_SLOT_USAGE 1.0
+#define DP_DEFAULT_SLOT_USAGE  1.0
 #define DP_DEFAULT_QUEUE_DEPTH 512u
 
 /** Data lcore 0 runs the periodic hook (stats, lease) this often. */

@@ -3,7 +3,7 @@
 
 #include "dp_l2.h"
 
-#define L2_VALID (1ull << 63)
+#define L2_VALID    (1ull << 63)
 #define L2_MAC_MASK ((1ull << 48) - 1)
 
 static inline uint64_t

@@ -3,11 +3,11 @@
 
 #include "dp_parse.h"
 
-#define ETHERTYPE_IPV4 0x0800u
-#define ETHERTYPE_ARP 0x0806u
-#define ETHERTYPE_VLAN 0x8100u
-#define ETHERTYPE_QINQ 0x88A8u
-#define ARP_LEN 28u
+#define ETHERTYPE_IPV4	0x0800u
+#define ETHERTYPE_ARP	0x0806u
+#define ETHERTYPE_VLAN	0x8100u
+#define ETHERTYPE_QINQ	0x88A8u
+#define ARP_LEN		28u
 #define IPPROTO_UDP_NUM 17u
 
 #define DP_X_NAME(name, text) #name,
@@ -24,7 +24,8 @@ __attribute__((constructor)) static void
 drop_names_init(void)
 {
 	for (unsigned int d = 0; d < DP_DROP_MAX; d++)
-		for (unsigned int i = 0; i + 1 < sizeof(drop_names[d]) && drop_enum_names[d][i]; i++) {
+		for (unsigned int i = 0; i + 1 < sizeof(drop_names[d]) && drop_enum_names[d][i];
+		     i++) {
 			char c = drop_enum_names[d][i];
 
 			drop_names[d][i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
@@ -153,8 +154,7 @@ parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 }
 
 void
-dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
-	 struct dp_parsed *out)
+dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg, struct dp_parsed *out)
 {
 	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 	uint16_t type;

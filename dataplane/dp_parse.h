@@ -98,9 +98,9 @@ struct dp_parse_cfg {
 /** Parser result. Offsets of a DATA frame are fixed (CAIS_FRAME_HDR_OFF). */
 struct dp_parsed {
 	enum dp_class cls;
-	enum dp_drop drop;	     /**< DP_CLASS_DROP: why */
-	const struct cais_hdr *hdr;  /**< DP_CLASS_DATA: the CAIS header */
-	uint32_t payload_len;	     /**< DP_CLASS_DATA: bytes after the CAIS header */
+	enum dp_drop drop;	    /**< DP_CLASS_DROP: why */
+	const struct cais_hdr *hdr; /**< DP_CLASS_DATA: the CAIS header */
+	uint32_t payload_len;	    /**< DP_CLASS_DATA: bytes after the CAIS header */
 };
 
 /**

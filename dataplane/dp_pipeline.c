@@ -18,7 +18,7 @@
 
 #include "dp_switch.h"
 
-#define ARP_LEN 28u
+#define ARP_LEN	      28u
 #define ETH_MIN_FRAME 60u
 
 void
@@ -267,8 +267,7 @@ reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
 	memcpy(&dport, f + CAIS_ETH_HLEN + CAIS_IP_HLEN, 2);
 	if (!reject_allowed(lc, dst_ip, dport))
 		return drop(lc, m, DP_DROP_REJECT_LIMITED);
-	dp_frame_hdr(f, dst_mac, sw->pcfg.agg_mac, sw->pcfg.agg_ip, dst_ip, sw->udp_port_be,
-		     dport);
+	dp_frame_hdr(f, dst_mac, sw->pcfg.agg_mac, sw->pcfg.agg_ip, dst_ip, sw->udp_port_be, dport);
 	dp_frame_lengths(f, CAIS_HDR_LEN);
 	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_REJECT);
 	h->flags = why == CAIS_R_FWD_ONLY ? CAIS_F_FWD_ONLY : 0;
@@ -466,7 +465,8 @@ data_rx(struct dp_lcore *lc, struct rte_mbuf *m)
 	count = rte_be_to_cpu_16(h->count);
 	memcpy(&udp_len, f + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4, 2);
 	payload_len = rte_be_to_cpu_16(udp_len) - CAIS_UDP_HLEN - CAIS_HDR_LEN;
-	if (unlikely(count == 0 || count > s->elems || (uint32_t)count * CAIS_ELEM_SIZE > payload_len))
+	if (unlikely(count == 0 || count > s->elems ||
+		     (uint32_t)count * CAIS_ELEM_SIZE > payload_len))
 		return reject(lc, m, CAIS_R_BAD_COUNT, sc);
 	slotf = rte_be_to_cpu_16(h->slot);
 	if (unlikely((slotf & CAIS_SLOT_MASK) >= s->pool))
@@ -555,14 +555,14 @@ dp_lcore_run(void *arg)
 	dp_rcu_online(sw, lc->idx);
 	while (!__atomic_load_n(&sw->quit, __ATOMIC_RELAXED)) {
 		for (uint16_t q = 0; q < lc->n_rxq; q++) {
-			uint16_t n = rte_eth_rx_burst(lc->rxq[q].port, lc->rxq[q].queue, pkts,
-						      DP_BURST);
+			uint16_t n =
+			    rte_eth_rx_burst(lc->rxq[q].port, lc->rxq[q].queue, pkts, DP_BURST);
 			if (n)
 				dp_lcore_input(lc, pkts, n);
 		}
 		if (lc->ring) {
-			unsigned int n = rte_ring_dequeue_burst(lc->ring, (void **)pkts, DP_BURST,
-								NULL);
+			unsigned int n =
+			    rte_ring_dequeue_burst(lc->ring, (void **)pkts, DP_BURST, NULL);
 			if (n)
 				dp_lcore_input_owned(lc, pkts, (uint16_t)n);
 		}

@@ -42,8 +42,8 @@ struct dp_slot {
 	uint8_t ovf;	 /**< the completed round saturated (OVERFLOW) */
 	uint16_t n_seen; /**< ranks counted */
 	uint16_t pad;
-	uint64_t t_start;		/**< TSC of the round's first DATA */
-	uint64_t seen[DP_SEEN_WORDS];	/**< bitmap of ranks counted */
+	uint64_t t_start;	      /**< TSC of the round's first DATA */
+	uint64_t seen[DP_SEEN_WORDS]; /**< bitmap of ranks counted */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct dp_slot) == 64, "a slot's state is one cache line");

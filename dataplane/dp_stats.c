@@ -13,7 +13,6 @@
 
 #include "dp_switch.h"
 
-
 /* Percentiles of a histogram in microseconds. */
 static json_t *
 percentiles(const struct dp_switch *sw, const uint64_t *hist)
@@ -99,7 +98,7 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 	json_object_set_new(o, "slots", json_integer(s->pool));
 	json_object_set_new(o, "elems_per_packet", json_integer(s->elems));
 	json_object_set_new(o, "priority", json_integer(s->priority));
-	LIST_FOREACH(t, &s->tensors, link) {
+	LIST_FOREACH (t, &s->tensors, link) {
 		json_t *to = json_object();
 
 		json_object_set_new(to, "tensor", json_integer(t->tensor));
@@ -183,15 +182,14 @@ dp_stats_json(struct dp_switch *sw, json_t *out)
 	}
 	json_object_set_new(out, "uptime_s", json_real((double)(now - sw->start_tsc) / sw->hz));
 	json_object_set_new(
-		out, "mode",
-		json_string(ctl_mode_name(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED))));
+	    out, "mode", json_string(ctl_mode_name(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED))));
 	deadline = __atomic_load_n(&sw->lease_deadline, __ATOMIC_RELAXED);
 	if (deadline)
-		json_object_set_new(out, "lease_left_ms",
-				    json_integer((int64_t)(deadline - now) > 0
-							 ? (json_int_t)((deadline - now) * 1000 /
-									sw->hz)
-							 : 0));
+		json_object_set_new(
+		    out, "lease_left_ms",
+		    json_integer((int64_t)(deadline - now) > 0
+				     ? (json_int_t)((deadline - now) * 1000 / sw->hz)
+				     : 0));
 	json_object_set_new(out, "ports", ports_json(sw));
 	for (unsigned int d = 1; d < DP_DROP_MAX; d++)
 		json_object_set_new(drops, dp_drop_name(d), json_integer((json_int_t)lc.drops[d]));
@@ -206,11 +204,12 @@ dp_stats_json(struct dp_switch *sw, json_t *out)
 	json_object_set_new(out, "queue_depth", json_integer((json_int_t)depth));
 
 	pthread_mutex_lock(&sw->ctl_lock);
-	LIST_FOREACH(s, &sw->sessions, link)
+	LIST_FOREACH (s, &sw->sessions, link)
 		json_array_append_new(sessions, session_json(sw, s, &total));
 	json_object_set_new(out, "slots_used", json_integer(sw->slots_used));
 	json_object_set_new(out, "slot_capacity", json_integer(sw->slot_capacity));
-	json_object_set_new(out, "slot_usage", json_real((double)sw->slots_used / sw->slot_capacity));
+	json_object_set_new(out, "slot_usage",
+			    json_real((double)sw->slots_used / sw->slot_capacity));
 	json_object_set_new(th, "queue_depth", json_integer(sw->queue_depth_threshold));
 	json_object_set_new(th, "slot_usage", json_real(sw->slot_usage_threshold));
 	pthread_mutex_unlock(&sw->ctl_lock);
@@ -239,7 +238,7 @@ print_nonzero(FILE *f, const char *title, const json_t *o)
 	json_t *v;
 	int n = 0;
 
-	json_object_foreach((json_t *)o, k, v) {
+	json_object_foreach ((json_t *)o, k, v) {
 		if (json_integer_value(v) == 0)
 			continue;
 		fprintf(f, "%s%s %" JSON_INTEGER_FORMAT, n++ ? ", " : title, k,
@@ -272,7 +271,7 @@ dp_stats_print(struct dp_switch *sw, FILE *f)
 		json_string_value(json_object_get(o, "mode")));
 	fprintf(f, "  %-4s %12s %14s %10s %12s %14s %10s\n", "port", "RX-packets", "RX-bytes",
 		"RX-missed", "TX-packets", "TX-bytes", "TX-dropped");
-	json_array_foreach(json_object_get(o, "ports"), i, v)
+	json_array_foreach (json_object_get(o, "ports"), i, v)
 		fprintf(f,
 			"  %-4" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT
 			" %14" JSON_INTEGER_FORMAT " %10" JSON_INTEGER_FORMAT
@@ -296,7 +295,7 @@ dp_stats_print(struct dp_switch *sw, FILE *f)
 		geti(o, "macs"), geti(o, "slots_used"), geti(o, "slot_capacity"));
 	print_nonzero(f, "  REJECTs sent: ", json_object_get(o, "rejects"));
 	print_nonzero(f, "  drops: ", json_object_get(o, "drops"));
-	json_array_foreach(json_object_get(o, "sessions"), i, v) {
+	json_array_foreach (json_object_get(o, "sessions"), i, v) {
 		fprintf(f,
 			"  session %" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT
 			" (n %" JSON_INTEGER_FORMAT ", S %" JSON_INTEGER_FORMAT

@@ -56,17 +56,17 @@ struct dp_member {
 
 /** Per-session counters, one copy per lcore (no atomics on the data path). */
 struct dp_session_counters {
-	uint64_t data_rx;	 /**< DATA accepted by the state machine */
-	uint64_t rounds;	 /**< rounds completed */
-	uint64_t results_tx;	 /**< RESULT copies queued for TX */
-	uint64_t retx;		 /**< DATA with the RETX flag */
-	uint64_t resends;	 /**< stored RESULTs unicast to a rank that lost one */
-	uint64_t duplicates;	 /**< contributions already counted */
-	uint64_t stale;		 /**< seq older than the round held */
-	uint64_t inconsistent;	 /**< count or tensor differing from the round's */
-	uint64_t slot_mismatch;	 /**< slot/set not matching seq */
-	uint64_t abandoned;	 /**< open rounds overwritten by a newer seq */
-	uint64_t overflow;	 /**< rounds completed with OVERFLOW */
+	uint64_t data_rx;	/**< DATA accepted by the state machine */
+	uint64_t rounds;	/**< rounds completed */
+	uint64_t results_tx;	/**< RESULT copies queued for TX */
+	uint64_t retx;		/**< DATA with the RETX flag */
+	uint64_t resends;	/**< stored RESULTs unicast to a rank that lost one */
+	uint64_t duplicates;	/**< contributions already counted */
+	uint64_t stale;		/**< seq older than the round held */
+	uint64_t inconsistent;	/**< count or tensor differing from the round's */
+	uint64_t slot_mismatch; /**< slot/set not matching seq */
+	uint64_t abandoned;	/**< open rounds overwritten by a newer seq */
+	uint64_t overflow;	/**< rounds completed with OVERFLOW */
 	uint64_t rejects[CAIS_R_MAX];
 	uint64_t hist[DP_HIST_BUCKETS]; /**< round completion time, TSC cycles */
 };
@@ -148,7 +148,7 @@ struct dp_lcore_counters {
 
 /** Token bucket of the REJECT receivers that hash to one entry (see DP_RL_*). */
 struct dp_rl {
-	uint32_t ip;	 /**< last sender seen here (for debugging) */
+	uint32_t ip; /**< last sender seen here (for debugging) */
 	uint16_t port;
 	uint64_t credit; /**< TSC cycles of credit, capped at one second */
 	uint64_t last;	 /**< TSC of the last refill; 0: never used */
@@ -159,16 +159,16 @@ struct dp_switch;
 /** One data lcore. */
 struct dp_lcore {
 	struct dp_switch *sw;
-	unsigned int idx;     /**< 0..n_lcores-1: slot owner index and TX queue */
+	unsigned int idx; /**< 0..n_lcores-1: slot owner index and TX queue */
 	unsigned int lcore_id;
 	uint16_t n_rxq;
 	struct {
 		uint16_t port;
 		uint16_t queue;
 	} rxq[DP_MAX_RXQ_PER_LCORE];
-	struct rte_ring *ring;	    /**< handoff input */
-	struct dp_handoff *out;	    /**< n_lcores staging areas */
-	uint64_t now;		    /**< TSC at the start of the burst */
+	struct rte_ring *ring;	/**< handoff input */
+	struct dp_handoff *out; /**< n_lcores staging areas */
+	uint64_t now;		/**< TSC at the start of the burst */
 	uint16_t n_free;
 	struct rte_mbuf *free[2 * DP_BURST];
 	struct dp_txbuf tx[DP_MAX_PORTS];
@@ -188,12 +188,12 @@ struct dp_switch_conf {
 	unsigned int lcore_ids[RTE_MAX_LCORE]; /**< for the TX queue and RCU thread ids */
 	uint32_t slot_capacity;
 	uint32_t mac_age_s;
-	unsigned int mbufs;	  /**< packet pool size */
-	unsigned int mbuf_data;	  /**< packet mbuf data room (without headroom) */
-	unsigned int hdr_mbufs;	  /**< header pool size */
-	int socket;		  /**< NUMA socket of the pools */
-	const char *name;	  /**< prefix of pool and table names (unique per process) */
-	dp_tx_fn tx;		  /**< NULL: rte_eth_tx_burst */
+	unsigned int mbufs;	/**< packet pool size */
+	unsigned int mbuf_data; /**< packet mbuf data room (without headroom) */
+	unsigned int hdr_mbufs; /**< header pool size */
+	int socket;		/**< NUMA socket of the pools */
+	const char *name;	/**< prefix of pool and table names (unique per process) */
+	dp_tx_fn tx;		/**< NULL: rte_eth_tx_burst */
 	void *tx_ctx;
 	const struct dp_agg_kernels *agg; /**< NULL: dp_agg_best() */
 };
@@ -222,7 +222,7 @@ struct dp_switch {
 	void (*periodic)(struct dp_switch *sw, void *arg);
 	void *periodic_arg;
 	uint64_t periodic_tsc;
-	int mode;		/**< enum dp_mode, read by lcores every burst */
+	int mode;		 /**< enum dp_mode, read by lcores every burst */
 	uint64_t lease_deadline; /**< TSC; 0: no lease (static mode) */
 
 	/* Control side: everything below is under ctl_lock. */

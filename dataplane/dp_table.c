@@ -22,8 +22,7 @@
 #include "dp_switch.h"
 
 _Static_assert((int)DP_OP_SUM == (int)CTL_REDUCE_SUM && (int)DP_OP_AVG == (int)CTL_REDUCE_AVG &&
-		       (int)DP_OP_MAX == (int)CTL_REDUCE_MAX &&
-		       (int)DP_OP_MIN == (int)CTL_REDUCE_MIN,
+		   (int)DP_OP_MAX == (int)CTL_REDUCE_MAX && (int)DP_OP_MIN == (int)CTL_REDUCE_MIN,
 	       "dp_op and ctl_reduce share values");
 
 static struct rte_mempool *
@@ -59,8 +58,7 @@ lcores_create(struct dp_switch *sw, const struct dp_switch_conf *c)
 			return -ENOMEM;
 		if (c->n_lcores > 1) {
 			snprintf(name, sizeof(name), "%s_ho%u", c->name, i);
-			lc->ring = rte_ring_create(name, DP_HANDOFF_RING, c->socket,
-						   RING_F_SC_DEQ);
+			lc->ring = rte_ring_create(name, DP_HANDOFF_RING, c->socket, RING_F_SC_DEQ);
 			if (!lc->ring)
 				return -rte_errno;
 		}
@@ -108,8 +106,8 @@ dp_switch_create(const struct dp_switch_conf *c)
 
 	sw->pool = pool_create(c, "pkt", c->mbufs ? c->mbufs : DP_MBUFS,
 			       c->mbuf_data ? c->mbuf_data : DP_MBUF_DATA);
-	sw->hdr_pool = pool_create(c, "hdr", c->hdr_mbufs ? c->hdr_mbufs : DP_HDR_MBUFS,
-				   DP_HDR_MBUF_DATA);
+	sw->hdr_pool =
+	    pool_create(c, "hdr", c->hdr_mbufs ? c->hdr_mbufs : DP_HDR_MBUFS, DP_HDR_MBUF_DATA);
 	if (!sw->pool || !sw->hdr_pool)
 		goto fail;
 
@@ -225,7 +223,7 @@ session_find(struct dp_switch *sw, uint16_t tenant, uint16_t session)
 {
 	struct dp_session *s;
 
-	LIST_FOREACH(s, &sw->sessions, link)
+	LIST_FOREACH (s, &sw->sessions, link)
 		if (s->tenant == tenant && s->session == session)
 			return s;
 	return NULL;
@@ -321,8 +319,8 @@ dp_session_add(struct dp_switch *sw, const struct ctl_session *cs, struct ctl_er
 	sw->slots_used += s->pool;
 	goto out;
 nomem:
-	rc = ctl_fail(err, ENOSPC, "cannot allocate the slot memory of session %u/%u",
-		      cs->tenant, cs->session);
+	rc = ctl_fail(err, ENOSPC, "cannot allocate the slot memory of session %u/%u", cs->tenant,
+		      cs->session);
 out:
 	pthread_mutex_unlock(&sw->ctl_lock);
 	return rc;
@@ -438,12 +436,12 @@ dp_tensor_del(struct dp_switch *sw, uint16_t tenant, uint16_t session, uint32_t 
 	pthread_mutex_lock(&sw->ctl_lock);
 	s = session_find(sw, tenant, session);
 	if (s)
-		LIST_FOREACH(t, &s->tensors, link)
+		LIST_FOREACH (t, &s->tensors, link)
 			if (t->tensor == tensor)
 				break;
 	if (!t) {
-		rc = ctl_fail(err, ENOENT, "no tensor %u in session %u/%u", tensor, tenant,
-			      session);
+		rc =
+		    ctl_fail(err, ENOENT, "no tensor %u in session %u/%u", tensor, tenant, session);
 		goto out;
 	}
 	tensor_unpublish(sw, t);
@@ -506,8 +504,8 @@ op_ping(void *ctx, json_t *res, struct ctl_err *err)
 	struct dp_switch *sw = ctx;
 
 	(void)err;
-	json_object_set_new(res, "mode",
-			    json_string(ctl_mode_name(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED))));
+	json_object_set_new(
+	    res, "mode", json_string(ctl_mode_name(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED))));
 	json_object_set_new(res, "uptime_s",
 			    json_real((double)(rte_rdtsc() - sw->start_tsc) / (double)sw->hz));
 	json_object_set_new(res, "version", json_string(CAIS_VERSION_STRING));

@@ -87,8 +87,7 @@ usage(FILE *f, const char *prog)
 }
 
 static int
-parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max,
-	   unsigned long *out)
+parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max, unsigned long *out)
 {
 	char *end;
 	unsigned long v;
@@ -144,19 +143,19 @@ static int
 parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{"agg-ip", required_argument, NULL, OPT_AGG_IP},
-		{"agg-mac", required_argument, NULL, OPT_AGG_MAC},
-		{"udp-port", required_argument, NULL, OPT_UDP_PORT},
-		{"config", required_argument, NULL, OPT_CONFIG},
-		{"ctl", required_argument, NULL, OPT_CTL},
-		{"ctl-key", required_argument, NULL, OPT_CTL_KEY},
-		{"stats-period", required_argument, NULL, OPT_STATS_PERIOD},
-		{"max-slots", required_argument, NULL, OPT_MAX_SLOTS},
-		{"mac-age", required_argument, NULL, OPT_MAC_AGE},
-		{"mtu", required_argument, NULL, OPT_MTU},
-		{"mbufs", required_argument, NULL, OPT_MBUFS},
-		{"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0},
+	    {"agg-ip", required_argument, NULL, OPT_AGG_IP},
+	    {"agg-mac", required_argument, NULL, OPT_AGG_MAC},
+	    {"udp-port", required_argument, NULL, OPT_UDP_PORT},
+	    {"config", required_argument, NULL, OPT_CONFIG},
+	    {"ctl", required_argument, NULL, OPT_CTL},
+	    {"ctl-key", required_argument, NULL, OPT_CTL_KEY},
+	    {"stats-period", required_argument, NULL, OPT_STATS_PERIOD},
+	    {"max-slots", required_argument, NULL, OPT_MAX_SLOTS},
+	    {"mac-age", required_argument, NULL, OPT_MAC_AGE},
+	    {"mtu", required_argument, NULL, OPT_MTU},
+	    {"mbufs", required_argument, NULL, OPT_MBUFS},
+	    {"help", no_argument, NULL, OPT_HELP},
+	    {NULL, 0, NULL, 0},
 	};
 	unsigned long v;
 	int c;
@@ -167,7 +166,8 @@ parse_args(int argc, char **argv, struct options *o)
 		switch (c) {
 		case OPT_AGG_IP:
 			if (inet_pton(AF_INET, optarg, &o->agg_ip) != 1) {
-				fprintf(stderr, "cais-switch: --agg-ip: '%s' is not an IPv4 address\n",
+				fprintf(stderr,
+					"cais-switch: --agg-ip: '%s' is not an IPv4 address\n",
 					optarg);
 				return -1;
 			}
@@ -176,7 +176,8 @@ parse_args(int argc, char **argv, struct options *o)
 		case OPT_AGG_MAC:
 			if (rte_ether_unformat_addr(optarg, &o->agg_mac) != 0 ||
 			    !rte_is_unicast_ether_addr(&o->agg_mac)) {
-				fprintf(stderr, "cais-switch: --agg-mac: '%s' is not a unicast MAC\n",
+				fprintf(stderr,
+					"cais-switch: --agg-mac: '%s' is not a unicast MAC\n",
 					optarg);
 				return -1;
 			}
@@ -197,8 +198,8 @@ parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_CTL_KEY:
 			if (access(optarg, R_OK) != 0) {
-				fprintf(stderr, "cais-switch: --ctl-key: cannot read '%s': %s\n", optarg,
-					strerror(errno));
+				fprintf(stderr, "cais-switch: --ctl-key: cannot read '%s': %s\n",
+					optarg, strerror(errno));
 				return -1;
 			}
 			o->ctl_key = optarg;
@@ -279,7 +280,7 @@ port_init(struct dp_switch *sw, uint16_t p, const struct options *o, uint16_t *n
 	if (nrx > 1 && info.flow_type_rss_offloads) {
 		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
 		conf.rx_adv_conf.rss_conf.rss_hf =
-			info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+		    info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
 	}
 	if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
 		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
@@ -408,8 +409,7 @@ main(int argc, char **argv)
 
 	n_ports = rte_eth_dev_count_avail();
 	if (n_ports == 0)
-		rte_exit(EXIT_FAILURE,
-			 "no ports: give PCI NICs or --vdev devices (see --help)\n");
+		rte_exit(EXIT_FAILURE, "no ports: give PCI NICs or --vdev devices (see --help)\n");
 	if (n_ports > DP_MAX_PORTS)
 		rte_exit(EXIT_FAILURE, "%u ports, at most %u supported\n", n_ports, DP_MAX_PORTS);
 	for (p = 0; p < n_ports; p++)
@@ -431,7 +431,7 @@ main(int argc, char **argv)
 	conf.n_ports = n_ports;
 	conf.n_lcores = 0;
 	conf.lcore_ids[conf.n_lcores++] = rte_get_main_lcore();
-	RTE_LCORE_FOREACH_WORKER(lcore)
+	RTE_LCORE_FOREACH_WORKER (lcore)
 		conf.lcore_ids[conf.n_lcores++] = lcore;
 	conf.slot_capacity = o.max_slots;
 	conf.mac_age_s = o.mac_age;
@@ -469,8 +469,8 @@ main(int argc, char **argv)
 	if (o.config) {
 		if (ctl_apply_file(&ops, o.config, &err) != 0)
 			rte_exit(EXIT_FAILURE, "%s: %s\n", ctl_errname(err.code), err.msg);
-		LOG(INFO, "applied %s: %u session(s), %u tensor(s)", o.config,
-		    g_sw->n_sessions, g_sw->n_tensors);
+		LOG(INFO, "applied %s: %u session(s), %u tensor(s)", o.config, g_sw->n_sessions,
+		    g_sw->n_tensors);
 	}
 
 	signal(SIGINT, on_signal);

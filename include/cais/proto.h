@@ -60,26 +60,26 @@ extern "C" {
 typedef uint16_t cais_be16_t;
 typedef uint32_t cais_be32_t;
 
-#define CAIS_MAGIC 0xCA15u	   /**< first two bytes of every CAIS header */
-#define CAIS_VERSION 1u		   /**< protocol version in the high nibble of ver_type */
-#define CAIS_UDP_PORT 51733u	   /**< default data port (0xCA15) */
-#define CAIS_CTL_PORT 51734u	   /**< default control endpoint port */
-#define CAIS_HDR_LEN 24u	   /**< size of struct cais_hdr */
-#define CAIS_RANK_NONE 0xFFu	   /**< rank field of RESULT and REJECT */
-#define CAIS_MAX_WORLD 255u	   /**< world size n: 1..255 (rank 0xFF is reserved) */
-#define CAIS_MAX_SLOTS 32768u	   /**< pool size S: power of two 1..32768 (15-bit index) */
-#define CAIS_SET_BIT 0x8000u	   /**< set bit in the slot field */
-#define CAIS_SLOT_MASK 0x7FFFu	   /**< slot index bits in the slot field */
-#define CAIS_ELEM_SIZE 4u	   /**< bytes per payload element (FIXED32) */
+#define CAIS_MAGIC	    0xCA15u /**< first two bytes of every CAIS header */
+#define CAIS_VERSION	    1u	    /**< protocol version in the high nibble of ver_type */
+#define CAIS_UDP_PORT	    51733u  /**< default data port (0xCA15) */
+#define CAIS_CTL_PORT	    51734u  /**< default control endpoint port */
+#define CAIS_HDR_LEN	    24u	    /**< size of struct cais_hdr */
+#define CAIS_RANK_NONE	    0xFFu   /**< rank field of RESULT and REJECT */
+#define CAIS_MAX_WORLD	    255u    /**< world size n: 1..255 (rank 0xFF is reserved) */
+#define CAIS_MAX_SLOTS	    32768u  /**< pool size S: power of two 1..32768 (15-bit index) */
+#define CAIS_SET_BIT	    0x8000u /**< set bit in the slot field */
+#define CAIS_SLOT_MASK	    0x7FFFu /**< slot index bits in the slot field */
+#define CAIS_ELEM_SIZE	    4u	    /**< bytes per payload element (FIXED32) */
 /** Largest elems_per_packet: 2048 x 4 B fit a 9000-byte MTU with IPv4/UDP/CAIS headers. */
-#define CAIS_MAX_ELEMS 2048u
+#define CAIS_MAX_ELEMS	    2048u
 /** Elements per packet of the P4 (hardware) profile. */
-#define CAIS_P4_ELEMS 64u
-#define CAIS_ETH_HLEN 14u	   /**< Ethernet II header, no VLAN tag */
-#define CAIS_IP_HLEN 20u	   /**< IPv4 header, no options */
-#define CAIS_UDP_HLEN 8u	   /**< UDP header */
+#define CAIS_P4_ELEMS	    64u
+#define CAIS_ETH_HLEN	    14u /**< Ethernet II header, no VLAN tag */
+#define CAIS_IP_HLEN	    20u /**< IPv4 header, no options */
+#define CAIS_UDP_HLEN	    8u	/**< UDP header */
 /** Offset of the CAIS header in a frame: fixed because options and tags are not allowed. */
-#define CAIS_FRAME_HDR_OFF (CAIS_ETH_HLEN + CAIS_IP_HLEN + CAIS_UDP_HLEN)
+#define CAIS_FRAME_HDR_OFF  (CAIS_ETH_HLEN + CAIS_IP_HLEN + CAIS_UDP_HLEN)
 /** Frame bytes before the payload. */
 #define CAIS_FRAME_OVERHEAD (CAIS_FRAME_HDR_OFF + CAIS_HDR_LEN)
 
@@ -191,7 +191,9 @@ cais_type_name(unsigned int type)
 #define CAIS_X_CASE(name, val, text)                                                               \
 	case val:                                                                                  \
 		return text;
-	switch (type) { CAIS_TYPES(CAIS_X_CASE) default : return "?"; }
+	switch (type) {
+		CAIS_TYPES(CAIS_X_CASE) default : return "?";
+	}
 #undef CAIS_X_CASE
 }
 
@@ -219,7 +221,9 @@ cais_flag_name(unsigned int flag)
 #define CAIS_X_CASE(name, val, text)                                                               \
 	case val:                                                                                  \
 		return text;
-	switch (flag) { CAIS_FLAGS(CAIS_X_CASE) default : return "?"; }
+	switch (flag) {
+		CAIS_FLAGS(CAIS_X_CASE) default : return "?";
+	}
 #undef CAIS_X_CASE
 }
 

@@ -38,8 +38,7 @@ tf_csum(const uint8_t *p, size_t len)
  * with a valid IPv4 checksum and UDP checksum 0.
  */
 static inline void
-tf_udp_headers(uint8_t *buf, const struct tf_end *src, const struct tf_end *dst,
-	       size_t udp_payload)
+tf_udp_headers(uint8_t *buf, const struct tf_end *src, const struct tf_end *dst, size_t udp_payload)
 {
 	uint8_t *ip = buf + CAIS_ETH_HLEN, *udp = ip + CAIS_IP_HLEN;
 	uint16_t ip_len = (uint16_t)(CAIS_IP_HLEN + CAIS_UDP_HLEN + udp_payload);

@@ -48,12 +48,12 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define IN_MBUFS 128u
+#define IN_MBUFS  128u
 #define HDR_MBUFS 1024u
 
 static struct dp_switch *sw;
 static struct rte_mempool *in_pool;
-static uint32_t agg_ip;		/* network order */
+static uint32_t agg_ip; /* network order */
 static uint64_t l2_age;
 
 /* The frames of the current input, for matching L2 output and answers. */
@@ -114,9 +114,10 @@ ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
 	bc = memcmp(f, bcast, 6) == 0;
 	if (rd16(f + 12) == 0x0806) {
 		const uint8_t *a = f + 14;
-		bool req = len >= 14 + 28 && rd16(a) == 1 && rd16(a + 2) == 0x0800 && a[4] == 6 &&
-			   a[5] == 4 && rd16(a + 6) == 1 && memcmp(a + 24, &c->agg_ip, 4) == 0 &&
-			   memcmp(a + 8, f + 6, 6) == 0; /* the reply goes to the sender: its own MAC */
+		bool req =
+		    len >= 14 + 28 && rd16(a) == 1 && rd16(a + 2) == 0x0800 && a[4] == 6 &&
+		    a[5] == 4 && rd16(a + 6) == 1 && memcmp(a + 24, &c->agg_ip, 4) == 0 &&
+		    memcmp(a + 8, f + 6, 6) == 0; /* the reply goes to the sender: its own MAC */
 
 		if (req && (to_agg || bc))
 			return DP_CLASS_ARP_AGG;
@@ -186,7 +187,8 @@ parse_checked(const uint8_t *frame, uint32_t len)
 		break;
 	default:
 		if (p.drop != DP_DROP_NONE || p.hdr || p.payload_len)
-			VIOLATION("class %d with drop %d hdr %p", p.cls, p.drop, (const void *)p.hdr);
+			VIOLATION("class %d with drop %d hdr %p", p.cls, p.drop,
+				  (const void *)p.hdr);
 		break;
 	}
 	free(copy);
@@ -304,7 +306,7 @@ check_generated(const uint8_t *f, uint32_t len)
  * input must get every one; beyond that they are optional).
  */
 
-#define MAX_EXPECT (FZ_MAX_FRAMES * FZ_A_N + 8)
+#define MAX_EXPECT  (FZ_MAX_FRAMES * FZ_A_N + 8)
 #define DP_RL_BURST 50u /* REJECTs a fresh sender gets before the limiter says no */
 
 enum expect_kind { X_L2, X_ARP, X_REJECT, X_RESULT };
@@ -445,7 +447,9 @@ model_results(const struct msession *s, const struct mslot *sl, const struct cai
 		for (unsigned int i = 0; i < sl->count; i++) {
 			int64_t v = sl->acc[i];
 
-			x->payload[i] = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+			x->payload[i] = v > INT32_MAX	? INT32_MAX
+					: v < INT32_MIN ? INT32_MIN
+							: (int32_t)v;
 		}
 	}
 }
@@ -480,7 +484,7 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 	} else if (sl->seen & (1u << h->rank)) {
 		if (sl->state == 2)
 			model_results(s, sl, h, frame, h->rank, in_port); /* lost RESULT */
-		return; /* else duplicate */
+		return;							  /* else duplicate */
 	} else {
 		for (unsigned int i = 0; i < h->count; i++) {
 			int64_t v = be32_at(payload + 4 * i);
@@ -631,11 +635,10 @@ match_reject(const struct expect *x, const uint8_t *f, const struct cais_fields 
 	struct cais_fields df;
 
 	cais_hdr_read((const struct cais_hdr *)(d + CAIS_FRAME_HDR_OFF), &df);
-	return h->type == CAIS_TYPE_REJECT && h->reason == x->reason &&
-	       memcmp(f, d + 6, 6) == 0 && memcmp(ip + 16, dip + 12, 4) == 0 &&
-	       memcmp(ip + 20 + 2, dip + 20, 2) == 0 && df.tenant == h->tenant &&
-	       df.session == h->session && df.tensor == h->tensor && df.seq == h->seq &&
-	       df.slot == h->slot && df.set == h->set;
+	return h->type == CAIS_TYPE_REJECT && h->reason == x->reason && memcmp(f, d + 6, 6) == 0 &&
+	       memcmp(ip + 16, dip + 12, 4) == 0 && memcmp(ip + 20 + 2, dip + 20, 2) == 0 &&
+	       df.tenant == h->tenant && df.session == h->session && df.tensor == h->tensor &&
+	       df.seq == h->seq && df.slot == h->slot && df.set == h->set;
 }
 
 static bool
@@ -871,7 +874,7 @@ reset(void)
 		toggle_tensor();
 	dp_mode_set(sw, CTL_MODE_COMPUTE, &err);
 	sw->lease_deadline = 0;
-	LIST_FOREACH(s, &sw->sessions, link)
+	LIST_FOREACH (s, &sw->sessions, link)
 		for (unsigned int k = 0; k < s->n_lcores; k++) {
 			struct dp_session_part *pt = &s->part[k];
 
@@ -908,9 +911,19 @@ int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	static char prefix[64];
-	char *eal[] = {"fuzz_pipeline", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
-		       "--no-telemetry", "-l", "0", "--log-level=error",
-		       "--log-level=lib.ethdev:critical", prefix, NULL};
+	char *eal[] = {"fuzz_pipeline",
+		       "--no-huge",
+		       "-m",
+		       "512",
+		       "--no-pci",
+		       "--no-shconf",
+		       "--no-telemetry",
+		       "-l",
+		       "0",
+		       "--log-level=error",
+		       "--log-level=lib.ethdev:critical",
+		       prefix,
+		       NULL};
 	struct dp_switch_conf c = {0};
 	cpu_set_t cpus;
 	bool have_cpus;

@@ -33,23 +33,23 @@
 
 #include <cais/proto.h>
 
-#define FZ_CTL_PORT 0x01u
-#define FZ_CTL_PORT_HI 0x20u
-#define FZ_CTL_MULTISEG 0x40u
-#define FZ_CTL_END_BURST 0x02u
-#define FZ_CTL_OP_SHIFT 2
-#define FZ_CTL_OP_MASK 0x0Cu
-#define FZ_OP_NONE 0u
-#define FZ_OP_FWD_ONLY 1u
-#define FZ_OP_COMPUTE 2u
+#define FZ_CTL_PORT	    0x01u
+#define FZ_CTL_PORT_HI	    0x20u
+#define FZ_CTL_MULTISEG	    0x40u
+#define FZ_CTL_END_BURST    0x02u
+#define FZ_CTL_OP_SHIFT	    2
+#define FZ_CTL_OP_MASK	    0x0Cu
+#define FZ_OP_NONE	    0u
+#define FZ_OP_FWD_ONLY	    1u
+#define FZ_OP_COMPUTE	    2u
 #define FZ_OP_TOGGLE_TENSOR 3u
-#define FZ_CTL_STATS 0x10u
+#define FZ_CTL_STATS	    0x10u
 
-#define FZ_REC_HDR 3u
-#define FZ_MAX_FRAME 9216u /* a jumbo frame; longer records are cut */
-#define FZ_MAX_FRAMES 64u  /* frames per input; the rest is ignored */
-#define FZ_PORTS 3u
-#define FZ_LCORES 2u
+#define FZ_REC_HDR    3u
+#define FZ_MAX_FRAME  9216u /* a jumbo frame; longer records are cut */
+#define FZ_MAX_FRAMES 64u   /* frames per input; the rest is ignored */
+#define FZ_PORTS      3u
+#define FZ_LCORES     2u
 
 /* The ingress port a ctl byte names (0..3). */
 static inline uint16_t
@@ -63,18 +63,18 @@ static const uint8_t fz_agg_mac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0xAA};
 static const uint8_t fz_agg_ip[4] = {10, 0, 0, 100};
 
 /* Session A: tenant 1 session 1, n = 4, 4 slots, 8 elements; tensors 1 sum, 2 max, 3 min, 4 avg. */
-#define FZ_A_TENANT 1u
-#define FZ_A_SESSION 1u
-#define FZ_A_N 4u
-#define FZ_A_SLOTS 4u
-#define FZ_A_ELEMS 8u
+#define FZ_A_TENANT	 1u
+#define FZ_A_SESSION	 1u
+#define FZ_A_N		 4u
+#define FZ_A_SLOTS	 4u
+#define FZ_A_ELEMS	 8u
 /* Session B: tenant 2 session 7, n = 1, 1 slot, 4 elements; tensor 9 sum. */
-#define FZ_B_TENANT 2u
-#define FZ_B_SESSION 7u
-#define FZ_B_N 1u
-#define FZ_B_SLOTS 1u
-#define FZ_B_ELEMS 4u
-#define FZ_B_TENSOR 9u
+#define FZ_B_TENANT	 2u
+#define FZ_B_SESSION	 7u
+#define FZ_B_N		 1u
+#define FZ_B_SLOTS	 1u
+#define FZ_B_ELEMS	 4u
+#define FZ_B_TENSOR	 9u
 /* The tensor that control op 3 removes and re-adds. */
 #define FZ_TOGGLE_TENSOR 2u
 

@@ -86,8 +86,8 @@ save(const struct input *in, const char *name)
 
 /* A DATA record of session A from rank r (on port r % 2). */
 static void
-data_a(struct input *in, uint8_t ctl, uint32_t tensor, uint32_t seq, unsigned int r,
-       uint16_t count, int32_t base)
+data_a(struct input *in, uint8_t ctl, uint32_t tensor, uint32_t seq, unsigned int r, uint16_t count,
+       int32_t base)
 {
 	uint8_t b[FZ_MAX_FRAME];
 	struct cais_fields f;
@@ -186,10 +186,10 @@ seeds_rounds(void)
 	data_a(&in, FZ_CTL_END_BURST, 1, 0, 1, 4, 1);
 	data_a(&in, FZ_CTL_END_BURST, 2, 0, 2, 4, 1); /* tensor differs */
 	data_a(&in, FZ_CTL_END_BURST, 1, 0, 2, 4, 1);
-	data_a(&in, FZ_CTL_END_BURST, 1, 0, 3, 4, 1); /* completes */
+	data_a(&in, FZ_CTL_END_BURST, 1, 0, 3, 4, 1);		     /* completes */
 	data_a(&in, FZ_CTL_END_BURST, 1, 0, 2, 4, 1 | FZ_CTL_STATS); /* resend */
-	data_a(&in, FZ_CTL_END_BURST, 1, 8, 0, 4, 1);		   /* newer round, same slot/set */
-	data_a(&in, FZ_CTL_END_BURST, 1, 0, 3, 4, 1);		   /* stale */
+	data_a(&in, FZ_CTL_END_BURST, 1, 8, 0, 4, 1); /* newer round, same slot/set */
+	data_a(&in, FZ_CTL_END_BURST, 1, 0, 3, 4, 1); /* stale */
 	data_a(&in, FZ_CTL_END_BURST | FZ_CTL_STATS, 1, 4, 3, 4, 1);
 	save(&in, "reliability");
 	/* session B: one rank, every DATA completes a round */
@@ -367,9 +367,9 @@ seeds_other(void)
 			unsigned int off;
 			uint8_t val;
 		} pokes[] = {
-			{14, 0x46}, {14, 0x44}, {14, 0x65}, {16, 0xFF}, {20, 0x20}, {21, 0x01},
-			{23, 6},    {23, 1},	{24, 0},    {33, 99},	{36, 0x12}, {38, 0},
-			{39, 3},    {42, 0},	{44, 0x21}, {44, 0x10}, {44, 0x12}, {45, 0x80},
+		    {14, 0x46}, {14, 0x44}, {14, 0x65}, {16, 0xFF}, {20, 0x20}, {21, 0x01},
+		    {23, 6},	{23, 1},    {24, 0},	{33, 99},   {36, 0x12}, {38, 0},
+		    {39, 3},	{42, 0},    {44, 0x21}, {44, 0x10}, {44, 0x12}, {45, 0x80},
 		};
 
 		for (size_t i = 0; i < sizeof(pokes) / sizeof(pokes[0]); i++) {

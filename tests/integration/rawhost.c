@@ -39,13 +39,13 @@
 
 #include <cais/proto.h>
 
-#define PROG "cais-rawhost"
-#define BATCH 64		  /* datagrams per sendmmsg/recvmmsg */
-#define RX_BUF (CAIS_HDR_LEN + 4u * CAIS_MAX_ELEMS + 64u) /* a longer datagram is an error */
-#define GARBAGE_MAX 1500u
-#define BACKOFF_MAX_SHIFT 4	  /* retransmission timeout doubles up to 16x */
-#define NS_PER_S 1000000000ull
-#define VALUE_RANGE 1000000	  /* values in [-VALUE_RANGE, VALUE_RANGE] */
+#define PROG		  "cais-rawhost"
+#define BATCH		  64 /* datagrams per sendmmsg/recvmmsg */
+#define RX_BUF		  (CAIS_HDR_LEN + 4u * CAIS_MAX_ELEMS + 64u) /* a longer datagram is an error */
+#define GARBAGE_MAX	  1500u
+#define BACKOFF_MAX_SHIFT 4 /* retransmission timeout doubles up to 16x */
+#define NS_PER_S	  1000000000ull
+#define VALUE_RANGE	  1000000 /* values in [-VALUE_RANGE, VALUE_RANGE] */
 #define MAX_PAYLOAD_ELEMS ((9000u - 20u - 8u - CAIS_HDR_LEN) / 4u) /* fits a 9000 MTU */
 
 enum op { OP_SUM, OP_MAX, OP_MIN };
@@ -72,26 +72,25 @@ struct options {
 };
 
 static struct options o = {
-	.rank = -1,
-	.world = -1,
-	.tenant = -1,
-	.session = -1,
-	.tensor = -1,
-	.slots = -1,
-	.elems = -1,
-	.rounds = -1,
-	.timeout_ns = 500000,
-	.deadline_s = 60,
-	.seed = 1,
-	.count = -1,
+    .rank = -1,
+    .world = -1,
+    .tenant = -1,
+    .session = -1,
+    .tensor = -1,
+    .slots = -1,
+    .elems = -1,
+    .rounds = -1,
+    .timeout_ns = 500000,
+    .deadline_s = 60,
+    .seed = 1,
+    .count = -1,
 };
 
 static volatile sig_atomic_t g_stop;
 
 /* ---- utilities ---- */
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-usage_error(const char *fmt, ...)
+static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -103,8 +102,7 @@ usage_error(const char *fmt, ...)
 	exit(2);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-fatal(const char *fmt, ...)
+static void __attribute__((noreturn, format(printf, 1, 2))) fatal(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -165,7 +163,7 @@ chance(double pct)
  * [-R, R]. Cheap (a load and an add), so four hosts that generate and check
  * every element do not starve a two-core machine.
  */
-#define VTAB 8192u
+#define VTAB  8192u
 #define VHALF (VALUE_RANGE / 2)
 static int32_t g_vtab[VTAB];
 
@@ -186,8 +184,8 @@ vparam(unsigned int rank, uint32_t seq)
 {
 	uint64_t h = mix64(((uint64_t)seq << 8 | rank) ^ 0x7AB1E5ull << 40);
 	struct vparam p = {
-		.off = (uint32_t)h & (VTAB - 1),
-		.c = (int32_t)((h >> 32) % (2u * VHALF + 1u)) - VHALF,
+	    .off = (uint32_t)h & (VTAB - 1),
+	    .c = (int32_t)((h >> 32) % (2u * VHALF + 1u)) - VHALF,
 	};
 	return p;
 }
@@ -323,51 +321,54 @@ parse_addr(const char *opt, const char *s, uint16_t default_port, struct sockadd
 static void
 usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: " PROG " --rank R --world N --agg IP[:PORT] --bind IP:PORT\n"
-		"         --tenant T --session S --tensor X --slots S --elems E --rounds K [options]\n"
-		"       " PROG " --expect-reject REASON [--count C] --rank R --agg IP[:PORT] --bind IP:PORT\n"
-		"         --tenant T --session S --tensor X --slots S --elems E [options]\n"
-		"\n"
-		"One host of a CAIS session over a plain UDP socket: streams K chunks through\n"
-		"the switch (window of S chunks, timer retransmission) and checks every RESULT\n"
-		"byte for byte against the reduction it computes itself.\n"
-		"\n"
-		"  --rank R              this host's rank, 0..N-1\n"
-		"  --world N             world size, 1..%u\n"
-		"  --agg IP[:PORT]       the aggregator (default port %u)\n"
-		"  --bind IP:PORT        local address: the one registered for this rank\n"
-		"  --tenant T --session S --tensor X   the ids of the tensor entry\n"
-		"  --slots S             the session's pool size (power of two, 1..%u)\n"
-		"  --elems E             the session's elements per packet, 1..%u\n"
-		"  --rounds K            chunks to reduce\n"
-		"  --first-seq Q         seq of the first chunk (default 0; wraps mod 2^32)\n"
-		"  --op sum|max|min      the tensor's reduce op (default sum)\n"
-		"  --counts full|varied  elements per chunk: always E, or 1..E by seq (default full)\n"
-		"  --loss PCT            do not send PCT%% of DATA transmissions (0..90)\n"
-		"  --dup PCT             send PCT%% of DATA twice (0..100)\n"
-		"  --drop-results PCT    discard PCT%% of received RESULTs as if lost (0..90)\n"
-		"  --garbage PCT         for PCT%% of DATA, also send a random datagram to the\n"
-		"                        aggregator port (0..100)\n"
-		"  --timeout-us US       initial and smallest retransmission timeout (default 500);\n"
-		"                        above it the timer follows the measured round time\n"
-		"                        (srtt + 4 rttvar, at most 20 ms); it doubles per retry\n"
-		"                        (up to %ux, at most 20 ms or US)\n"
-		"  --deadline-s S        give up after S seconds, reporting what is missing (default 60)\n"
-		"  --seed N              seed of the fault injection (default 1; mixed with the rank)\n"
-		"  --expect-reject REASON  send one bad DATA and expect a REJECT with REASON:\n"
-		"                        unknown_tensor, not_member, no_slot, bad_count, bad_dtype,\n"
-		"                        fwd_only (bad_dtype sends dtype 1, no_slot slot index S)\n"
-		"  --count C             with --expect-reject: the DATA's count (0..65535; default E)\n"
-		"  --quiet               no progress line (each second, on stderr): the summary and\n"
-		"                        errors only\n"
-		"  --help                this text\n"
-		"\n"
-		"Values: element i of rank r's chunk q is a deterministic int32 in [-%d, %d].\n"
-		"Exit status: 0 all rounds right (or the expected REJECT), 1 failure or deadline,\n"
-		"2 bad usage.\n",
-		CAIS_MAX_WORLD, CAIS_UDP_PORT, CAIS_MAX_SLOTS, CAIS_MAX_ELEMS, 1u << BACKOFF_MAX_SHIFT,
-		VALUE_RANGE, VALUE_RANGE);
+	fprintf(
+	    f,
+	    "Usage: " PROG " --rank R --world N --agg IP[:PORT] --bind IP:PORT\n"
+	    "         --tenant T --session S --tensor X --slots S --elems E --rounds K [options]\n"
+	    "       " PROG
+	    " --expect-reject REASON [--count C] --rank R --agg IP[:PORT] --bind IP:PORT\n"
+	    "         --tenant T --session S --tensor X --slots S --elems E [options]\n"
+	    "\n"
+	    "One host of a CAIS session over a plain UDP socket: streams K chunks through\n"
+	    "the switch (window of S chunks, timer retransmission) and checks every RESULT\n"
+	    "byte for byte against the reduction it computes itself.\n"
+	    "\n"
+	    "  --rank R              this host's rank, 0..N-1\n"
+	    "  --world N             world size, 1..%u\n"
+	    "  --agg IP[:PORT]       the aggregator (default port %u)\n"
+	    "  --bind IP:PORT        local address: the one registered for this rank\n"
+	    "  --tenant T --session S --tensor X   the ids of the tensor entry\n"
+	    "  --slots S             the session's pool size (power of two, 1..%u)\n"
+	    "  --elems E             the session's elements per packet, 1..%u\n"
+	    "  --rounds K            chunks to reduce\n"
+	    "  --first-seq Q         seq of the first chunk (default 0; wraps mod 2^32)\n"
+	    "  --op sum|max|min      the tensor's reduce op (default sum)\n"
+	    "  --counts full|varied  elements per chunk: always E, or 1..E by seq (default full)\n"
+	    "  --loss PCT            do not send PCT%% of DATA transmissions (0..90)\n"
+	    "  --dup PCT             send PCT%% of DATA twice (0..100)\n"
+	    "  --drop-results PCT    discard PCT%% of received RESULTs as if lost (0..90)\n"
+	    "  --garbage PCT         for PCT%% of DATA, also send a random datagram to the\n"
+	    "                        aggregator port (0..100)\n"
+	    "  --timeout-us US       initial and smallest retransmission timeout (default 500);\n"
+	    "                        above it the timer follows the measured round time\n"
+	    "                        (srtt + 4 rttvar, at most 20 ms); it doubles per retry\n"
+	    "                        (up to %ux, at most 20 ms or US)\n"
+	    "  --deadline-s S        give up after S seconds, reporting what is missing (default "
+	    "60)\n"
+	    "  --seed N              seed of the fault injection (default 1; mixed with the rank)\n"
+	    "  --expect-reject REASON  send one bad DATA and expect a REJECT with REASON:\n"
+	    "                        unknown_tensor, not_member, no_slot, bad_count, bad_dtype,\n"
+	    "                        fwd_only (bad_dtype sends dtype 1, no_slot slot index S)\n"
+	    "  --count C             with --expect-reject: the DATA's count (0..65535; default E)\n"
+	    "  --quiet               no progress line (each second, on stderr): the summary and\n"
+	    "                        errors only\n"
+	    "  --help                this text\n"
+	    "\n"
+	    "Values: element i of rank r's chunk q is a deterministic int32 in [-%d, %d].\n"
+	    "Exit status: 0 all rounds right (or the expected REJECT), 1 failure or deadline,\n"
+	    "2 bad usage.\n",
+	    CAIS_MAX_WORLD, CAIS_UDP_PORT, CAIS_MAX_SLOTS, CAIS_MAX_ELEMS, 1u << BACKOFF_MAX_SHIFT,
+	    VALUE_RANGE, VALUE_RANGE);
 }
 
 static int
@@ -410,31 +411,31 @@ static void
 parse_args(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"rank", required_argument, NULL, O_RANK},
-		{"world", required_argument, NULL, O_WORLD},
-		{"agg", required_argument, NULL, O_AGG},
-		{"bind", required_argument, NULL, O_BIND},
-		{"tenant", required_argument, NULL, O_TENANT},
-		{"session", required_argument, NULL, O_SESSION},
-		{"tensor", required_argument, NULL, O_TENSOR},
-		{"slots", required_argument, NULL, O_SLOTS},
-		{"elems", required_argument, NULL, O_ELEMS},
-		{"rounds", required_argument, NULL, O_ROUNDS},
-		{"first-seq", required_argument, NULL, O_FIRST_SEQ},
-		{"op", required_argument, NULL, O_OP},
-		{"counts", required_argument, NULL, O_COUNTS},
-		{"loss", required_argument, NULL, O_LOSS},
-		{"dup", required_argument, NULL, O_DUP},
-		{"drop-results", required_argument, NULL, O_DROP_RESULTS},
-		{"garbage", required_argument, NULL, O_GARBAGE},
-		{"timeout-us", required_argument, NULL, O_TIMEOUT},
-		{"deadline-s", required_argument, NULL, O_DEADLINE},
-		{"seed", required_argument, NULL, O_SEED},
-		{"expect-reject", required_argument, NULL, O_EXPECT_REJECT},
-		{"count", required_argument, NULL, O_COUNT},
-		{"quiet", no_argument, NULL, O_QUIET},
-		{"help", no_argument, NULL, O_HELP},
-		{NULL, 0, NULL, 0},
+	    {"rank", required_argument, NULL, O_RANK},
+	    {"world", required_argument, NULL, O_WORLD},
+	    {"agg", required_argument, NULL, O_AGG},
+	    {"bind", required_argument, NULL, O_BIND},
+	    {"tenant", required_argument, NULL, O_TENANT},
+	    {"session", required_argument, NULL, O_SESSION},
+	    {"tensor", required_argument, NULL, O_TENSOR},
+	    {"slots", required_argument, NULL, O_SLOTS},
+	    {"elems", required_argument, NULL, O_ELEMS},
+	    {"rounds", required_argument, NULL, O_ROUNDS},
+	    {"first-seq", required_argument, NULL, O_FIRST_SEQ},
+	    {"op", required_argument, NULL, O_OP},
+	    {"counts", required_argument, NULL, O_COUNTS},
+	    {"loss", required_argument, NULL, O_LOSS},
+	    {"dup", required_argument, NULL, O_DUP},
+	    {"drop-results", required_argument, NULL, O_DROP_RESULTS},
+	    {"garbage", required_argument, NULL, O_GARBAGE},
+	    {"timeout-us", required_argument, NULL, O_TIMEOUT},
+	    {"deadline-s", required_argument, NULL, O_DEADLINE},
+	    {"seed", required_argument, NULL, O_SEED},
+	    {"expect-reject", required_argument, NULL, O_EXPECT_REJECT},
+	    {"count", required_argument, NULL, O_COUNT},
+	    {"quiet", no_argument, NULL, O_QUIET},
+	    {"help", no_argument, NULL, O_HELP},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -467,8 +468,8 @@ parse_args(int argc, char **argv)
 		case O_SLOTS:
 			o.slots = (long)parse_int("--slots", optarg, 1, CAIS_MAX_SLOTS);
 			if (!cais_pool_size_ok((uint32_t)o.slots))
-				usage_error("--slots: '%s' is not a power of two in [1, %u]", optarg,
-					    CAIS_MAX_SLOTS);
+				usage_error("--slots: '%s' is not a power of two in [1, %u]",
+					    optarg, CAIS_MAX_SLOTS);
 			break;
 		case O_ELEMS:
 			o.elems = (long)parse_int("--elems", optarg, 1, CAIS_MAX_ELEMS);
@@ -510,16 +511,19 @@ parse_args(int argc, char **argv)
 			o.garbage = parse_pct("--garbage", optarg, 100);
 			break;
 		case O_TIMEOUT:
-			o.timeout_ns = (uint64_t)parse_int("--timeout-us", optarg, 1, 10000000) * 1000u;
+			o.timeout_ns =
+			    (uint64_t)parse_int("--timeout-us", optarg, 1, 10000000) * 1000u;
 			break;
 		case O_DEADLINE: {
 			char *end;
 
 			errno = 0;
 			o.deadline_s = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o.deadline_s > 0 && o.deadline_s <= 86400))
-				usage_error("--deadline-s: '%s' is not a number of seconds in (0, 86400]",
-					    optarg);
+			if (errno || end == optarg || *end ||
+			    !(o.deadline_s > 0 && o.deadline_s <= 86400))
+				usage_error(
+				    "--deadline-s: '%s' is not a number of seconds in (0, 86400]",
+				    optarg);
 			break;
 		}
 		case O_SEED:
@@ -528,9 +532,10 @@ parse_args(int argc, char **argv)
 		case O_EXPECT_REJECT:
 			o.expect_reject = reason_code(optarg);
 			if (!o.expect_reject)
-				usage_error("--expect-reject: '%s' is not unknown_tensor, not_member, "
-					    "no_slot, bad_count, bad_dtype or fwd_only",
-					    optarg);
+				usage_error(
+				    "--expect-reject: '%s' is not unknown_tensor, not_member, "
+				    "no_slot, bad_count, bad_dtype or fwd_only",
+				    optarg);
 			break;
 		case O_COUNT:
 			o.count = (long)parse_int("--count", optarg, 0, UINT16_MAX);
@@ -543,7 +548,8 @@ parse_args(int argc, char **argv)
 			exit(0);
 		default:
 			if (optopt)
-				usage_error("option '%s' is unknown or needs a value", argv[optind - 1]);
+				usage_error("option '%s' is unknown or needs a value",
+					    argv[optind - 1]);
 			usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
@@ -553,7 +559,7 @@ parse_args(int argc, char **argv)
 #define REQUIRE(cond, name)                                                                        \
 	do {                                                                                       \
 		if (!(cond))                                                                       \
-			usage_error("%s is required", name);                                      \
+			usage_error("%s is required", name);                                       \
 	} while (0)
 	REQUIRE(o.rank >= 0, "--rank");
 	REQUIRE(o.have_agg, "--agg");
@@ -567,9 +573,10 @@ parse_args(int argc, char **argv)
 		if (o.world < 0)
 			o.world = o.rank + 1;
 		if (o.expect_reject == CAIS_R_NO_SLOT && o.slots >= (long)CAIS_MAX_SLOTS)
-			usage_error("--expect-reject no_slot needs --slots below %u (the slot index "
-				    "sent is S)",
-				    CAIS_MAX_SLOTS);
+			usage_error(
+			    "--expect-reject no_slot needs --slots below %u (the slot index "
+			    "sent is S)",
+			    CAIS_MAX_SLOTS);
 	} else {
 		REQUIRE(o.world >= 0, "--world");
 		REQUIRE(o.rounds >= 0, "--rounds");
@@ -663,7 +670,8 @@ build_garbage(uint8_t *buf)
 		buf[0] = 0xCA;
 		buf[1] = 0x15;
 		if (kind == 3 && len >= 3)
-			buf[2] = (uint8_t)(CAIS_VERSION << 4 | (1 + rnd() % 3)); /* DATA/RESULT/REJECT */
+			buf[2] =
+			    (uint8_t)(CAIS_VERSION << 4 | (1 + rnd() % 3)); /* DATA/RESULT/REJECT */
 		/* a random triple could only hit ours by a 2^-64 chance; rule it out anyway */
 		if (len >= 12) {
 			struct cais_hdr *h = (struct cais_hdr *)buf;
@@ -893,7 +901,7 @@ check_result(uint32_t seq, const uint8_t *p, size_t len)
 		;
 	fprintf(stderr,
 		PROG ": rank %d: RESULT for seq %" PRIu32 " differs at byte %zu"
-		" (got %zu bytes, expected %zu)\n  got      %s\n  expected %s\n",
+		     " (got %zu bytes, expected %zu)\n  got      %s\n  expected %s\n",
 		o.rank, seq, off, len, elen, hdr_text(p, len, t1, sizeof(t1)),
 		hdr_text(g_expect, elen, t2, sizeof(t2)));
 	if (off >= CAIS_HDR_LEN && off < n) {
@@ -930,8 +938,9 @@ run_stream(void)
 		if (g_stop || now >= deadline)
 			break;
 		if (!o.quiet && now >= next_progress) {
-			fprintf(stderr, PROG ": rank %d: %" PRIu32 "/%" PRIu32 " rounds, %" PRIu64
-					" retransmissions\n",
+			fprintf(stderr,
+				PROG ": rank %d: %" PRIu32 "/%" PRIu32 " rounds, %" PRIu64
+				     " retransmissions\n",
 				o.rank, completed, K, g_c.retx);
 			next_progress = now + NS_PER_S;
 		}
@@ -959,9 +968,12 @@ run_stream(void)
 				if (c->done)
 					continue;
 				if (now >= c->due) {
-					shift = c->tries < BACKOFF_MAX_SHIFT ? c->tries : BACKOFF_MAX_SHIFT;
+					shift = c->tries < BACKOFF_MAX_SHIFT ? c->tries
+									     : BACKOFF_MAX_SHIFT;
 					c->tries++;
-					c->due = now + ((g_rto << shift) < g_rto_cap ? g_rto << shift : g_rto_cap);
+					c->due =
+					    now + ((g_rto << shift) < g_rto_cap ? g_rto << shift
+										: g_rto_cap);
 					send_data(Q + k, true);
 					busy = true;
 				}
@@ -986,10 +998,11 @@ run_stream(void)
 			    (g_rx.msg[i].msg_hdr.msg_flags & MSG_TRUNC)) {
 				g_c.foreign++;
 				g_c.errors++;
-				fprintf(stderr,
-					PROG ": rank %d: unexpected datagram from %s:%u: %s\n", o.rank,
-					inet_ntop(AF_INET, &g_rx.from[i].sin_addr, a, sizeof(a)),
-					ntohs(g_rx.from[i].sin_port), hdr_text(p, len, t, sizeof(t)));
+				fprintf(
+				    stderr, PROG ": rank %d: unexpected datagram from %s:%u: %s\n",
+				    o.rank,
+				    inet_ntop(AF_INET, &g_rx.from[i].sin_addr, a, sizeof(a)),
+				    ntohs(g_rx.from[i].sin_port), hdr_text(p, len, t, sizeof(t)));
 				continue;
 			}
 			type = cais_hdr_type(h);
@@ -997,9 +1010,11 @@ run_stream(void)
 			k = seq - Q;
 			if (type == CAIS_TYPE_REJECT) {
 				if (k - lo < next - lo && ntohs(h->tenant) == o.tenant &&
-				    ntohs(h->session) == o.session && ntohl(h->tensor) == o.tensor) {
+				    ntohs(h->session) == o.session &&
+				    ntohl(h->tensor) == o.tensor) {
 					g_c.errors++;
-					fprintf(stderr, PROG ": rank %d: the switch refused our DATA: %s\n",
+					fprintf(stderr,
+						PROG ": rank %d: the switch refused our DATA: %s\n",
 						o.rank, hdr_text(p, len, t, sizeof(t)));
 					if (!win[k % S].done) { /* fail, but do not hang on it */
 						win[k % S].done = true;
@@ -1043,7 +1058,8 @@ run_stream(void)
 
 			now = now_ns();
 			if (until > now + 100 * 1000000ull)
-				until = now + 100 * 1000000ull; /* wake up for progress and signals */
+				until =
+				    now + 100 * 1000000ull; /* wake up for progress and signals */
 			if (until > now) {
 				ts.tv_sec = (time_t)((until - now) / NS_PER_S);
 				ts.tv_nsec = (long)((until - now) % NS_PER_S);
@@ -1058,16 +1074,18 @@ run_stream(void)
 
 		fprintf(stderr,
 			PROG ": rank %d: FAILED: %s after %.3f s: %" PRIu32 " of %" PRIu32
-			" rounds missing (next to send: seq %" PRIu32 ", %" PRIu32
-			" in flight); %" PRIu64 " retransmissions, %" PRIu64
-			" RESULTs dropped on purpose, %" PRIu64 " ignored, %" PRIu64 " send errors\n",
-			o.rank, g_stop ? "interrupted" : "deadline", (double)elapsed / 1e9, missing, K,
-			Q + next, next - lo, g_c.retx, g_c.results_dropped, g_c.results_ignored,
+			     " rounds missing (next to send: seq %" PRIu32 ", %" PRIu32
+			     " in flight); %" PRIu64 " retransmissions, %" PRIu64
+			     " RESULTs dropped on purpose, %" PRIu64 " ignored, %" PRIu64
+			     " send errors\n",
+			o.rank, g_stop ? "interrupted" : "deadline", (double)elapsed / 1e9, missing,
+			K, Q + next, next - lo, g_c.retx, g_c.results_dropped, g_c.results_ignored,
 			g_c.send_errors);
 		for (uint32_t k = lo; k != next && shown < 8; k++)
 			if (!win[k % S].done) {
 				fprintf(stderr,
-					"  missing: seq %" PRIu32 " (slot %u set %u, count %u), sent %u "
+					"  missing: seq %" PRIu32
+					" (slot %u set %u, count %u), sent %u "
 					"time(s)\n",
 					Q + k, (unsigned int)((Q + k) & (S - 1)),
 					(unsigned int)(((Q + k) / S) & 1), chunk_count(Q + k),
@@ -1082,12 +1100,15 @@ run_stream(void)
 	}
 	free(win);
 	printf("rank %d: %s %s %" PRIu32 " rounds, %" PRIu64 " elements checked, %" PRIu64
-	       " errors, %" PRIu64 " retransmissions, %" PRIu64 " RESULTs dropped on purpose, %" PRIu64
-	       " duplicate/stale RESULTs ignored, %.3f s (seq %" PRIu32 "..%" PRIu32 ", srtt %.0f us, DATA lost %" PRIu64
-	       ", duplicated %" PRIu64 ", garbage %" PRIu64 ", REJECTs ignored %" PRIu64 ")\n",
-	       o.rank, g_c.errors ? "FAILED" : "ok", op_names[o.op], K, g_c.elements_checked, g_c.errors, g_c.retx,
-	       g_c.results_dropped, g_c.results_ignored, (double)elapsed / 1e9, Q, Q + K - 1,
-	       (double)g_srtt / 1e3, g_c.data_lost, g_c.data_dup, g_c.garbage_sent, g_c.rejects_ignored);
+	       " errors, %" PRIu64 " retransmissions, %" PRIu64
+	       " RESULTs dropped on purpose, %" PRIu64
+	       " duplicate/stale RESULTs ignored, %.3f s (seq %" PRIu32 "..%" PRIu32
+	       ", srtt %.0f us, DATA lost %" PRIu64 ", duplicated %" PRIu64 ", garbage %" PRIu64
+	       ", REJECTs ignored %" PRIu64 ")\n",
+	       o.rank, g_c.errors ? "FAILED" : "ok", op_names[o.op], K, g_c.elements_checked,
+	       g_c.errors, g_c.retx, g_c.results_dropped, g_c.results_ignored,
+	       (double)elapsed / 1e9, Q, Q + K - 1, (double)g_srtt / 1e3, g_c.data_lost,
+	       g_c.data_dup, g_c.garbage_sent, g_c.rejects_ignored);
 	fflush(stdout);
 	return g_c.errors ? 1 : 0;
 }
@@ -1168,17 +1189,20 @@ run_expect_reject(void)
 				why = "count is not 0";
 			else if (rlen != CAIS_HDR_LEN)
 				why = "carries a payload";
-			else if (r.flags != (o.expect_reject == CAIS_R_FWD_ONLY ? CAIS_F_FWD_ONLY : 0))
+			else if (r.flags !=
+				 (o.expect_reject == CAIS_R_FWD_ONLY ? CAIS_F_FWD_ONLY : 0))
 				why = "unexpected flags";
 			if (why) {
 				char sent[256];
 
-				fprintf(stderr,
-					PROG ": rank %d: FAILED: expected REJECT %s, got a reply that %s\n"
-					"  sent %s\n  got  %s\n",
-					o.rank, cais_reason_name((unsigned int)o.expect_reject), why,
-					hdr_text(g_data_buf[0], len, sent, sizeof(sent)),
-					hdr_text(p, rlen, t, sizeof(t)));
+				fprintf(
+				    stderr,
+				    PROG
+				    ": rank %d: FAILED: expected REJECT %s, got a reply that %s\n"
+				    "  sent %s\n  got  %s\n",
+				    o.rank, cais_reason_name((unsigned int)o.expect_reject), why,
+				    hdr_text(g_data_buf[0], len, sent, sizeof(sent)),
+				    hdr_text(p, rlen, t, sizeof(t)));
 				return 1;
 			}
 			printf("rank %d: ok REJECT %s for seq %" PRIu32 " (count %u, %u payload "
@@ -1190,7 +1214,8 @@ run_expect_reject(void)
 		}
 	}
 	fprintf(stderr,
-		PROG ": rank %d: FAILED: %s: no REJECT %s within %.1f s (DATA sent %u time(s): %s)\n",
+		PROG
+		": rank %d: FAILED: %s: no REJECT %s within %.1f s (DATA sent %u time(s): %s)\n",
 		o.rank, g_stop ? "interrupted" : "deadline",
 		cais_reason_name((unsigned int)o.expect_reject), o.deadline_s, sends,
 		hdr_text(g_data_buf[0], len, t, sizeof(t)));

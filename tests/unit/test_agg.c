@@ -87,7 +87,9 @@ check_kernels(const struct dp_agg_kernels *k, unsigned int n, int op, unsigned i
 	sat = k->store(out + 1, acc, n);
 	assert_int_equal(out[1 + 4 * n], 0xEE);
 	for (unsigned int i = 0; i < n; i++) {
-		int64_t want = ref[i] > INT32_MAX ? INT32_MAX : ref[i] < INT32_MIN ? INT32_MIN : ref[i];
+		int64_t want = ref[i] > INT32_MAX   ? INT32_MAX
+			       : ref[i] < INT32_MIN ? INT32_MIN
+						    : ref[i];
 		want_sat |= want != ref[i];
 		assert_int_equal(be_at(out + 1, i), want);
 	}
@@ -97,8 +99,8 @@ check_kernels(const struct dp_agg_kernels *k, unsigned int n, int op, unsigned i
 static void
 run_all(const struct dp_agg_kernels *k)
 {
-	static const unsigned int sizes[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65,
-					     255, 256, 1000, 2047, 2048};
+	static const unsigned int sizes[] = {0,	 1,  2,	 3,  7,	  8,   9,    15,   16,	17,
+					     31, 63, 64, 65, 255, 256, 1000, 2047, 2048};
 
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
 		for (int op = 0; op < 3; op++)
@@ -139,13 +141,14 @@ t_saturation(void **state)
 	(void)state;
 	for (int k = 0; k < 2 && ks[k]; k++) {
 		for (int i = 0; i < 9; i++)
-			acc[i] = (i % 3 == 0) ? (int64_t)INT32_MAX + 1
+			acc[i] = (i % 3 == 0)	? (int64_t)INT32_MAX + 1
 				 : (i % 3 == 1) ? (int64_t)INT32_MIN - 1
 						: 5;
 		assert_true(ks[k]->store(out, acc, 9));
 		for (int i = 0; i < 9; i++)
-			assert_int_equal(be_at(out, (unsigned int)i),
-					 i % 3 == 0 ? INT32_MAX : i % 3 == 1 ? INT32_MIN : 5);
+			assert_int_equal(be_at(out, (unsigned int)i), i % 3 == 0   ? INT32_MAX
+								      : i % 3 == 1 ? INT32_MIN
+										   : 5);
 		for (int i = 0; i < 9; i++)
 			acc[i] = (i & 1) ? INT32_MAX : INT32_MIN;
 		assert_false(ks[k]->store(out, acc, 9));
@@ -171,10 +174,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_scalar),
-		cmocka_unit_test(t_avx2),
-		cmocka_unit_test(t_saturation),
-		cmocka_unit_test(t_names),
+	    cmocka_unit_test(t_scalar),
+	    cmocka_unit_test(t_avx2),
+	    cmocka_unit_test(t_saturation),
+	    cmocka_unit_test(t_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

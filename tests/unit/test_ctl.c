@@ -115,15 +115,15 @@ f_stats(void *ctx, json_t *res, struct ctl_err *err)
 }
 
 static const struct ctl_ops ops = {
-	.ping = f_ping,
-	.session_add = f_session_add,
-	.session_del = f_session_del,
-	.tensor_add = f_tensor_add,
-	.tensor_del = f_tensor_del,
-	.lease = f_lease,
-	.mode_set = f_mode_set,
-	.thresholds_set = f_thresholds,
-	.stats_get = f_stats,
+    .ping = f_ping,
+    .session_add = f_session_add,
+    .session_del = f_session_del,
+    .tensor_add = f_tensor_add,
+    .tensor_del = f_tensor_del,
+    .lease = f_lease,
+    .mode_set = f_mode_set,
+    .thresholds_set = f_thresholds,
+    .stats_get = f_stats,
 };
 
 /* Dispatch a JSON text; returns the code, err holds the message. */
@@ -177,7 +177,7 @@ ok(const char *text, const char *op)
 	"{\"cmd\":\"session.add\",\"args\":{\"tenant\":3,\"session\":4,\"n\":2,\"slots\":16,"      \
 	"\"elems_per_packet\":256" extra ",\"members\":" members "}}"
 #define TWO_MEMBERS                                                                                \
-	"[{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001},"          \
+	"[{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001},"           \
 	"{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":4000}]"
 
 static void
@@ -246,9 +246,10 @@ t_session_add(void **state)
 			     "\"port\":0},{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":"
 			     "\"10.0.0.2\",\"port\":4001}]"),
 	    "port");
-	bad(SESSION_ARGS("", "[{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\","
-			     "\"port\":4000,\"x\":1},{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":"
-			     "\"10.0.0.2\",\"port\":4001}]"),
+	bad(SESSION_ARGS("",
+			 "[{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\","
+			 "\"port\":4000,\"x\":1},{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":"
+			 "\"10.0.0.2\",\"port\":4001}]"),
 	    "'x'");
 	bad(SESSION_ARGS("", "[1, 2]"), "members[0]");
 }
@@ -321,7 +322,8 @@ t_other_commands(void **state)
 	assert_int_equal(run("{\"cmd\":\"ping\"}", &err, &res), 0);
 	assert_string_equal(json_string_value(json_object_get(res, "mode")), "compute");
 	json_decref(res);
-	assert_int_equal(run("{\"id\":5,\"ts\":1,\"cmd\":\"stats.get\",\"args\":{}}", &err, &res), 0);
+	assert_int_equal(run("{\"id\":5,\"ts\":1,\"cmd\":\"stats.get\",\"args\":{}}", &err, &res),
+			 0);
 	assert_int_equal(json_integer_value(json_object_get(res, "rounds")), 3);
 	json_decref(res);
 	bad("{\"cmd\":\"ping\",\"args\":{\"x\":1}}", "'x'");
@@ -349,9 +351,10 @@ t_op_errors(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
 		F.ret = codes[i];
-		assert_int_equal(run("{\"cmd\":\"session.del\",\"args\":{\"tenant\":1,\"session\":1}}",
-				     &err, NULL),
-				 -codes[i]);
+		assert_int_equal(
+		    run("{\"cmd\":\"session.del\",\"args\":{\"tenant\":1,\"session\":1}}", &err,
+			NULL),
+		    -codes[i]);
 		assert_int_equal(err.code, codes[i]);
 		assert_non_null(strstr(err.msg, "refused"));
 	}
@@ -418,9 +421,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_session_add),   cmocka_unit_test(t_other_commands),
-		cmocka_unit_test(t_envelope),	   cmocka_unit_test(t_op_errors),
-		cmocka_unit_test(t_apply_file),
+	    cmocka_unit_test(t_session_add), cmocka_unit_test(t_other_commands),
+	    cmocka_unit_test(t_envelope),    cmocka_unit_test(t_op_errors),
+	    cmocka_unit_test(t_apply_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,7 +51,8 @@ tenv_cpus(char *buf, size_t len)
 	if (sched_getaffinity(0, sizeof(set), &set) == 0)
 		for (int c = 0; c < CPU_SETSIZE && k + 8 < len; c++)
 			if (CPU_ISSET(c, &set))
-				k += (size_t)snprintf(buf + k, len - k, "%s%d", k > 1 ? "," : "", c);
+				k +=
+				    (size_t)snprintf(buf + k, len - k, "%s%d", k > 1 ? "," : "", c);
 	if (k == 1)
 		buf[k++] = '0';
 	snprintf(buf + k, len - k, ")");
@@ -74,8 +75,9 @@ tenv_eal(unsigned int n_lcores)
 {
 	static int done;
 	char prefix[64], lcores[600], cpus[512];
-	char *argv[] = {"test", "--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--no-telemetry",
-			prefix, "--log-level=error", lcores, NULL};
+	char *argv[] = {
+	    "test", "--no-huge",	 "-m",	 "512", "--no-pci", "--no-shconf", "--no-telemetry",
+	    prefix, "--log-level=error", lcores, NULL};
 
 	if (done)
 		return;
@@ -183,8 +185,8 @@ tenv_create(const struct tf_end *agg, uint16_t n_ports, unsigned int n_lcores)
 		exit(1);
 	}
 	snprintf(pool, sizeof(pool), "%s_in", name);
-	e->in = rte_pktmbuf_pool_create(pool, 4096, 0, 0, RTE_PKTMBUF_HEADROOM + 16384,
-					SOCKET_ID_ANY);
+	e->in =
+	    rte_pktmbuf_pool_create(pool, 4096, 0, 0, RTE_PKTMBUF_HEADROOM + 16384, SOCKET_ID_ANY);
 	if (!e->in) {
 		fprintf(stderr, "input pool: %s\n", rte_strerror(rte_errno));
 		exit(1);

@@ -104,9 +104,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_learn_move_age),
-		cmocka_unit_test(t_multicast),
-		cmocka_unit_test(t_many),
+	    cmocka_unit_test(t_learn_move_age),
+	    cmocka_unit_test(t_multicast),
+	    cmocka_unit_test(t_many),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

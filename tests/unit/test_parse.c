@@ -22,13 +22,13 @@
 
 #include "test_env.h"
 
-#define TENANT 1
-#define SESSION 2
-#define TENSOR 3
+#define TENANT	   1
+#define SESSION	   2
+#define TENSOR	   3
 #define TENSOR_MAX 4
-#define N_RANKS 4
-#define POOL 8
-#define ELEMS 16
+#define N_RANKS	   4
+#define POOL	   8
+#define ELEMS	   16
 
 #define MAX_FRAME 2048
 
@@ -153,8 +153,7 @@ expect_cls_at(int line, const uint8_t *frame, size_t len, const struct dp_parse_
 
 	if (r.p.cls != cls || r.p.drop != why) {
 		print_error("line %d: len %zu: got class %d drop %s, want class %d drop %s\n", line,
-			    len, (int)r.p.cls, dp_drop_name(r.p.drop), (int)cls,
-			    dp_drop_name(why));
+			    len, (int)r.p.cls, dp_drop_name(r.p.drop), (int)cls, dp_drop_name(why));
 		fail();
 	}
 	if (cls != DP_CLASS_DATA && (r.p.hdr != NULL || r.p.payload_len != 0)) {
@@ -164,9 +163,10 @@ expect_cls_at(int line, const uint8_t *frame, size_t len, const struct dp_parse_
 	}
 }
 
-#define EXPECT_DROP(f, len, why) expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_DROP, DP_DROP_##why)
-#define EXPECT_L2(f, len) expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_L2, DP_DROP_NONE)
-#define EXPECT_ARP(f, len) expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_ARP_AGG, DP_DROP_NONE)
+#define EXPECT_DROP(f, len, why)                                                                   \
+	expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_DROP, DP_DROP_##why)
+#define EXPECT_L2(f, len)   expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_L2, DP_DROP_NONE)
+#define EXPECT_ARP(f, len)  expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_ARP_AGG, DP_DROP_NONE)
 #define EXPECT_DATA(f, len) expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_DATA, DP_DROP_NONE)
 
 static void
@@ -318,7 +318,8 @@ test_parse_short_headers(void **state)
 		EXPECT_DROP(b, flen, UDP_LEN);
 	}
 	memcpy(b, full, flen);
-	wr16(b + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4, (uint16_t)(flen - CAIS_ETH_HLEN - CAIS_IP_HLEN + 1));
+	wr16(b + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4,
+	     (uint16_t)(flen - CAIS_ETH_HLEN - CAIS_IP_HLEN + 1));
 	EXPECT_DROP(b, flen, UDP_LEN);
 	wr16(b + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4, 0xFFFF);
 	EXPECT_DROP(b, flen, UDP_LEN);
@@ -479,8 +480,8 @@ test_parse_ipv4(void **state)
 	EXPECT_DROP(b, len, IP_LEN);
 	/* fragments: MF set; nonzero offset (with and without MF, with DF) */
 	{
-		static const uint16_t frags[] = {0x2000, 0x0001, 0x2001, 0x1FFF, 0x4001, 0x6000,
-						 0x0100};
+		static const uint16_t frags[] = {0x2000, 0x0001, 0x2001, 0x1FFF,
+						 0x4001, 0x6000, 0x0100};
 
 		for (size_t i = 0; i < sizeof(frags) / sizeof(frags[0]); i++) {
 			RESET();
@@ -688,9 +689,9 @@ static void
 test_parse_src_mac(void **state)
 {
 	static const uint8_t bad[][6] = {
-		{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
-		{0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, {0x03, 0x00, 0x00, 0x00, 0x00, 0x00},
-		{0x33, 0x33, 0x00, 0x00, 0x00, 0x01},
+	    {0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	    {0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, {0x03, 0x00, 0x00, 0x00, 0x00, 0x00},
+	    {0x33, 0x33, 0x00, 0x00, 0x00, 0x01},
 	};
 	struct dp_parse_cfg off = pcfg;
 	uint8_t b[MAX_FRAME];
@@ -810,8 +811,7 @@ test_ip_csum(void **state)
 		(void)len;
 		assert_int_equal(dp_ip_csum(b + CAIS_ETH_HLEN, 20), 0);
 		b[CAIS_ETH_HLEN + 10] = b[CAIS_ETH_HLEN + 11] = 0;
-		assert_int_equal(dp_ip_csum(b + CAIS_ETH_HLEN, 20),
-				 tf_csum(b + CAIS_ETH_HLEN, 20));
+		assert_int_equal(dp_ip_csum(b + CAIS_ETH_HLEN, 20), tf_csum(b + CAIS_ETH_HLEN, 20));
 	}
 	/* all zero: checksum 0xFFFF; all 0xFF: checksum 0 */
 	memset(h, 0, sizeof(h));
@@ -848,7 +848,7 @@ test_drop_names(void **state)
 	assert_string_equal(dp_drop_text(DP_DROP_IP_CSUM), "bad IPv4 header checksum");
 	assert_string_equal(dp_drop_name(DP_DROP_MAX), "?");
 	assert_string_equal(dp_drop_text(DP_DROP_MAX), "?");
-	assert_string_equal(dp_drop_name((enum dp_drop)-1), "?");
+	assert_string_equal(dp_drop_name((enum dp_drop) - 1), "?");
 	for (int i = 0; i < DP_DROP_MAX; i++) {
 		assert_true(strlen(dp_drop_name((enum dp_drop)i)) > 0);
 		assert_true(strlen(dp_drop_text((enum dp_drop)i)) > 0);
@@ -930,7 +930,7 @@ session_counters(const struct tenv *e)
 {
 	const struct dp_session *s;
 
-	LIST_FOREACH(s, &e->sw->sessions, link)
+	LIST_FOREACH (s, &e->sw->sessions, link)
 		if (s->tenant == TENANT && s->session == SESSION)
 			return &s->part[0].c;
 	return NULL;
@@ -1007,8 +1007,8 @@ expect_reject_at(int line, struct tenv *e, const struct tf_end *src, const struc
 	if (rd16(e->cap[0].data + CAIS_FRAME_HDR_OFF + 22) != why) {
 		print_error("line %d: REJECT reason %u (%s), want %u (%s)\n", line,
 			    rd16(e->cap[0].data + CAIS_FRAME_HDR_OFF + 22),
-			    cais_reason_name(rd16(e->cap[0].data + CAIS_FRAME_HDR_OFF + 22)),
-			    why, cais_reason_name(why));
+			    cais_reason_name(rd16(e->cap[0].data + CAIS_FRAME_HDR_OFF + 22)), why,
+			    cais_reason_name(why));
 		fail();
 	}
 	check_reject_frame(&e->cap[0], src, f, why, port);
@@ -1075,8 +1075,8 @@ test_pipe_round_sanity(void **state)
 		assert_int_equal(got.type, CAIS_TYPE_RESULT);
 		assert_int_equal(got.count, 2);
 		assert_int_equal(got.rank, CAIS_RANK_NONE);
-		assert_int_equal(rd16(p + CAIS_FRAME_OVERHEAD + 2), 4);  /* 1 * 4 */
-		assert_int_equal(rd16(p + CAIS_FRAME_OVERHEAD + 6), 8);  /* 2 * 4 */
+		assert_int_equal(rd16(p + CAIS_FRAME_OVERHEAD + 2), 4); /* 1 * 4 */
+		assert_int_equal(rd16(p + CAIS_FRAME_OVERHEAD + 6), 8); /* 2 * 4 */
 	}
 	tenv_clear(e);
 }
@@ -1253,10 +1253,9 @@ test_pipe_reject_fwd_only(void **state)
 	uint8_t b[MAX_FRAME];
 	size_t len;
 
-	assert_int_equal(tenv_ctl(e,
-				  "{\"cmd\": \"mode.set\", \"args\": {\"mode\": \"forward_only\"}}",
-				  &err),
-			 0);
+	assert_int_equal(
+	    tenv_ctl(e, "{\"cmd\": \"mode.set\", \"args\": {\"mode\": \"forward_only\"}}", &err),
+	    0);
 	/* a valid DATA */
 	f = data_fields(1, 0, 2);
 	EXPECT_REJECT(e, &host[0], &f, 2, FWD_ONLY);
@@ -1279,9 +1278,8 @@ test_pipe_reject_fwd_only(void **state)
 	b[CAIS_FRAME_HDR_OFF + 3] = 0x80;
 	EXPECT_SILENT(e, b, len, CAIS_FLAGS);
 	/* back to compute: aggregates again */
-	assert_int_equal(tenv_ctl(e, "{\"cmd\": \"mode.set\", \"args\": {\"mode\": \"compute\"}}",
-				  &err),
-			 0);
+	assert_int_equal(
+	    tenv_ctl(e, "{\"cmd\": \"mode.set\", \"args\": {\"mode\": \"compute\"}}", &err), 0);
 	len = data_frame(b, 0, 1, 2);
 	tenv_clear(e);
 	tenv_send(e, 1, b, len);
@@ -1549,9 +1547,9 @@ static void
 test_pipe_arp_group_sha(void **state)
 {
 	static const uint8_t bad[][6] = {
-		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
-		{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01},
-		{0x00, 0x00, 0x00, 0x00, 0x00, 0x00},
+	    {0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	    {0x01, 0x00, 0x5e, 0x00, 0x00, 0x01},
+	    {0x00, 0x00, 0x00, 0x00, 0x00, 0x00},
 	};
 	struct tenv *e = *state;
 	uint8_t b[64];
@@ -1569,8 +1567,8 @@ test_pipe_arp_group_sha(void **state)
 			if (memcmp(p + 6, agg.mac, 6) != 0)
 				continue; /* not an answer of the switch */
 			if ((p[0] & 1) || memcmp(p, zero, 6) == 0) {
-				print_error("ARP reply sent to %02x:%02x:%02x:%02x:%02x:%02x\n", p[0],
-					    p[1], p[2], p[3], p[4], p[5]);
+				print_error("ARP reply sent to %02x:%02x:%02x:%02x:%02x:%02x\n",
+					    p[0], p[1], p[2], p[3], p[4], p[5]);
 				fail();
 			}
 		}
@@ -1741,38 +1739,38 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_valid_data),
-		cmocka_unit_test(test_parse_truncated),
-		cmocka_unit_test(test_parse_short_headers),
-		cmocka_unit_test(test_parse_padding),
-		cmocka_unit_test(test_parse_cais_header),
-		cmocka_unit_test(test_parse_ipv4),
-		cmocka_unit_test(test_parse_ethernet),
-		cmocka_unit_test(test_parse_arp),
-		cmocka_unit_test(test_parse_src_mac),
-		cmocka_unit_test(test_parse_agg_disabled),
-		cmocka_unit_test(test_parse_out_always_written),
-		cmocka_unit_test(test_ip_csum),
-		cmocka_unit_test(test_drop_names),
+	    cmocka_unit_test(test_parse_valid_data),
+	    cmocka_unit_test(test_parse_truncated),
+	    cmocka_unit_test(test_parse_short_headers),
+	    cmocka_unit_test(test_parse_padding),
+	    cmocka_unit_test(test_parse_cais_header),
+	    cmocka_unit_test(test_parse_ipv4),
+	    cmocka_unit_test(test_parse_ethernet),
+	    cmocka_unit_test(test_parse_arp),
+	    cmocka_unit_test(test_parse_src_mac),
+	    cmocka_unit_test(test_parse_agg_disabled),
+	    cmocka_unit_test(test_parse_out_always_written),
+	    cmocka_unit_test(test_ip_csum),
+	    cmocka_unit_test(test_drop_names),
 #define PIPE(t) cmocka_unit_test_setup_teardown(t, env_setup, env_teardown)
-		PIPE(test_pipe_round_sanity),
-		PIPE(test_pipe_reject_count),
-		PIPE(test_pipe_reject_dtype),
-		PIPE(test_pipe_reject_slot),
-		PIPE(test_pipe_reject_unknown),
-		PIPE(test_pipe_reject_member),
-		PIPE(test_pipe_reject_fwd_only),
-		PIPE(test_pipe_reject_order),
-		PIPE(test_pipe_slot_mismatch),
-		PIPE(test_pipe_not_data),
-		PIPE(test_pipe_malformed_silent),
-		PIPE(test_pipe_arp_reply),
-		PIPE(test_pipe_group_src_mac),
-		PIPE(test_pipe_arp_group_sha),
-		PIPE(test_rl_burst),
-		PIPE(test_rl_one_second),
-		PIPE(test_rl_slow_sender),
-		PIPE(test_rl_colliding_senders),
+	    PIPE(test_pipe_round_sanity),
+	    PIPE(test_pipe_reject_count),
+	    PIPE(test_pipe_reject_dtype),
+	    PIPE(test_pipe_reject_slot),
+	    PIPE(test_pipe_reject_unknown),
+	    PIPE(test_pipe_reject_member),
+	    PIPE(test_pipe_reject_fwd_only),
+	    PIPE(test_pipe_reject_order),
+	    PIPE(test_pipe_slot_mismatch),
+	    PIPE(test_pipe_not_data),
+	    PIPE(test_pipe_malformed_silent),
+	    PIPE(test_pipe_arp_reply),
+	    PIPE(test_pipe_group_src_mac),
+	    PIPE(test_pipe_arp_group_sha),
+	    PIPE(test_rl_burst),
+	    PIPE(test_rl_one_second),
+	    PIPE(test_rl_slow_sender),
+	    PIPE(test_rl_colliding_senders),
 #undef PIPE
 	};
 

@@ -21,12 +21,11 @@
 #include "test_env.h"
 
 #define N_PORTS 8
-#define MAXE 2048
+#define MAXE	2048
 
 static struct tenv *E;
 static struct tf_end AGG, H[N_PORTS];
 static uint8_t frame[CAIS_FRAME_OVERHEAD + 4 * MAXE];
-
 
 static void
 ctl_ok(const char *json)
@@ -170,7 +169,7 @@ counters(unsigned int t, unsigned int s, struct dp_session_counters *sum)
 	struct dp_session *ss;
 
 	memset(sum, 0, sizeof(*sum));
-	LIST_FOREACH(ss, &E->sw->sessions, link)
+	LIST_FOREACH (ss, &E->sw->sessions, link)
 		if (ss->tenant == t && ss->session == s)
 			for (unsigned int k = 0; k < ss->n_lcores; k++) {
 				const struct dp_session_counters *p = &ss->part[k].c;
@@ -214,10 +213,10 @@ static void
 t_orders(void **state)
 {
 	static const unsigned int p[24][4] = {
-		{0, 1, 2, 3}, {0, 1, 3, 2}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 3, 1, 2}, {0, 3, 2, 1},
-		{1, 0, 2, 3}, {1, 0, 3, 2}, {1, 2, 0, 3}, {1, 2, 3, 0}, {1, 3, 0, 2}, {1, 3, 2, 0},
-		{2, 0, 1, 3}, {2, 0, 3, 1}, {2, 1, 0, 3}, {2, 1, 3, 0}, {2, 3, 0, 1}, {2, 3, 1, 0},
-		{3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0}};
+	    {0, 1, 2, 3}, {0, 1, 3, 2}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 3, 1, 2}, {0, 3, 2, 1},
+	    {1, 0, 2, 3}, {1, 0, 3, 2}, {1, 2, 0, 3}, {1, 2, 3, 0}, {1, 3, 0, 2}, {1, 3, 2, 0},
+	    {2, 0, 1, 3}, {2, 0, 3, 1}, {2, 1, 0, 3}, {2, 1, 3, 0}, {2, 3, 0, 1}, {2, 3, 1, 0},
+	    {3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0}};
 	int32_t vals[4][64], want[64];
 	struct dp_session_counters sc;
 
@@ -420,10 +419,10 @@ static void
 t_saturation(void **state)
 {
 	int32_t v[4][4] = {
-		{INT32_MAX, INT32_MIN, INT32_MAX, 5},
-		{1, -1, 1, 6},
-		{-1, 0, INT32_MAX, 7},
-		{0, -5, -3, 8},
+	    {INT32_MAX, INT32_MIN, INT32_MAX, 5},
+	    {1, -1, 1, 6},
+	    {-1, 0, INT32_MAX, 7},
+	    {0, -5, -3, 8},
 	};
 	int32_t want[4] = {INT32_MAX, INT32_MIN, INT32_MAX, 26};
 	int32_t cancel[4][1] = {{INT32_MAX}, {1}, {-1}, {0}};
@@ -767,23 +766,23 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(t_orders, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_duplicates, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_wrap_alternation, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_saturation, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_max_min_avg, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_inconsistent, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_world_one, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_jumbo, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_arp, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_l2, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_handoff, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_mode_lease, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_tx_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_orders, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_duplicates, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_wrap_alternation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_saturation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_max_min_avg, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_inconsistent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_world_one, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_jumbo, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_arp, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_l2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_handoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_mode_lease, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_tx_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
 	};
 
 	tenv_addrs(&AGG, H, N_PORTS);

@@ -19,18 +19,18 @@
 
 /* A header with every field distinct, so a swapped or shifted field shows. */
 static const struct cais_fields sample = {
-	.type = CAIS_TYPE_DATA,
-	.flags = CAIS_F_RETX | CAIS_F_FWD_ONLY,
-	.tenant = 0x1234,
-	.session = 0x5678,
-	.tensor = 0x9ABCDEF0u,
-	.seq = 0x0F1E2D3Cu,
-	.slot = 0x2345,
-	.set = 1,
-	.rank = 0x42,
-	.dtype = 0,
-	.count = 0x0102,
-	.reason = 0x0304,
+    .type = CAIS_TYPE_DATA,
+    .flags = CAIS_F_RETX | CAIS_F_FWD_ONLY,
+    .tenant = 0x1234,
+    .session = 0x5678,
+    .tensor = 0x9ABCDEF0u,
+    .seq = 0x0F1E2D3Cu,
+    .slot = 0x2345,
+    .set = 1,
+    .rank = 0x42,
+    .dtype = 0,
+    .count = 0x0102,
+    .reason = 0x0304,
 };
 
 static void
@@ -142,18 +142,18 @@ test_wire_bytes(void **state)
 	uint8_t b[CAIS_HDR_LEN];
 	struct cais_fields f = sample;
 	static const uint8_t want[CAIS_HDR_LEN] = {
-		0xCA, 0x15,		/* 0  magic */
-		0x11,			/* 2  version 1, type DATA */
-		0x09,			/* 3  flags RETX | FWD_ONLY */
-		0x12, 0x34,		/* 4  tenant */
-		0x56, 0x78,		/* 6  session */
-		0x9A, 0xBC, 0xDE, 0xF0, /* 8  tensor */
-		0x0F, 0x1E, 0x2D, 0x3C, /* 12 seq */
-		0xA3, 0x45,		/* 16 slot: set bit | 0x2345 */
-		0x42,			/* 18 rank */
-		0x00,			/* 19 dtype */
-		0x01, 0x02,		/* 20 count */
-		0x03, 0x04,		/* 22 reason */
+	    0xCA, 0x15,		    /* 0  magic */
+	    0x11,		    /* 2  version 1, type DATA */
+	    0x09,		    /* 3  flags RETX | FWD_ONLY */
+	    0x12, 0x34,		    /* 4  tenant */
+	    0x56, 0x78,		    /* 6  session */
+	    0x9A, 0xBC, 0xDE, 0xF0, /* 8  tensor */
+	    0x0F, 0x1E, 0x2D, 0x3C, /* 12 seq */
+	    0xA3, 0x45,		    /* 16 slot: set bit | 0x2345 */
+	    0x42,		    /* 18 rank */
+	    0x00,		    /* 19 dtype */
+	    0x01, 0x02,		    /* 20 count */
+	    0x03, 0x04,		    /* 22 reason */
 	};
 
 	(void)state;
@@ -349,7 +349,7 @@ test_names(void **state)
 			    "type is not DATA, RESULT or REJECT");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_FLAGS), "reserved flag bits set");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_CHECK_MAX), "?");
-	assert_string_equal(cais_hdr_check_name((enum cais_hdr_check)-1), "?");
+	assert_string_equal(cais_hdr_check_name((enum cais_hdr_check) - 1), "?");
 	/* every outcome has a distinct, non-empty text */
 	for (int i = 0; i < CAIS_HDR_CHECK_MAX; i++) {
 		assert_true(strlen(cais_hdr_check_name((enum cais_hdr_check)i)) > 0);
@@ -461,7 +461,8 @@ test_slot_field(void **state)
 		}
 		/* the successor relation holds across the wrap */
 		{
-			uint16_t last = cais_slot_field(0xFFFFFFFFu, s), first = cais_slot_field(0, s);
+			uint16_t last = cais_slot_field(0xFFFFFFFFu, s),
+				 first = cais_slot_field(0, s);
 
 			assert_int_equal(last & CAIS_SLOT_MASK, s - 1);
 			assert_int_equal(last >> 15, 1);
@@ -469,7 +470,8 @@ test_slot_field(void **state)
 		}
 		/* the field S chunks later is the same slot, other set; 2S later the same field */
 		for (uint32_t q = 0xFFFFFFFFu - 2 * s; q != 2 * s; q++) {
-			assert_int_equal(cais_slot_field(q + s, s), cais_slot_field(q, s) ^ CAIS_SET_BIT);
+			assert_int_equal(cais_slot_field(q + s, s),
+					 cais_slot_field(q, s) ^ CAIS_SET_BIT);
 			assert_int_equal(cais_slot_field(q + 2 * s, s), cais_slot_field(q, s));
 		}
 	}
@@ -512,16 +514,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_wire_bytes),
-		cmocka_unit_test(test_hdr_check),
-		cmocka_unit_test(test_hdr_check_exact),
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_seq_before),
-		cmocka_unit_test(test_pool_size_ok),
-		cmocka_unit_test(test_slot_field),
-		cmocka_unit_test(test_data_fields),
+	    cmocka_unit_test(test_sizes),	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_wire_bytes),	    cmocka_unit_test(test_hdr_check),
+	    cmocka_unit_test(test_hdr_check_exact), cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_seq_before),	    cmocka_unit_test(test_pool_size_ok),
+	    cmocka_unit_test(test_slot_field),	    cmocka_unit_test(test_data_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,9 +102,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_round),
-		cmocka_unit_test(t_world_one_and_max),
-		cmocka_unit_test(t_wrap),
+	    cmocka_unit_test(t_round),
+	    cmocka_unit_test(t_world_one_and_max),
+	    cmocka_unit_test(t_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

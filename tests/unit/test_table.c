@@ -21,9 +21,7 @@
 static struct tenv *E;
 static struct tf_end AGG, H[4];
 
-
-static int
-ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static struct ctl_err last_err;
 
@@ -40,9 +38,9 @@ ctl(const char *fmt, ...)
 }
 
 #define MEMBERS4                                                                                   \
-	"[{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":40000},"         \
-	"{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":40001},"          \
-	"{\"rank\":2,\"mac\":\"02:00:00:00:00:03\",\"ip\":\"10.0.0.3\",\"port\":40002},"          \
+	"[{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":40000},"          \
+	"{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":40001},"           \
+	"{\"rank\":2,\"mac\":\"02:00:00:00:00:03\",\"ip\":\"10.0.0.3\",\"port\":40002},"           \
 	"{\"rank\":3,\"mac\":\"02:00:00:00:00:04\",\"ip\":\"10.0.0.4\",\"port\":40003}]"
 
 static int
@@ -262,8 +260,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(t_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_concurrent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_concurrent, setup, teardown),
 	};
 
 	tenv_addrs(&AGG, H, 4);
