@@ -105,7 +105,7 @@ typedef uint32_t cais_be32_t;
 	X(BAD_COUNT, 5, "bad_count")                                                               \
 	X(BAD_DTYPE, 6, "bad_dtype")
 
-/** Payload element types: X(name, value, text). */
+/** Payload element types on the wire (the dtype field): X(name, value, text). */
 #define CAIS_DTYPES(X) X(FIXED32, 0, "fixed32")
 
 /** Outcome of cais_hdr_check(): X(name, text). OK first. */
@@ -127,7 +127,7 @@ enum cais_flag { CAIS_FLAGS(CAIS_X_ENUM) };
 enum cais_reason { CAIS_R_NONE = 0, CAIS_REASONS(CAIS_X_ENUM) CAIS_R_MAX };
 #undef CAIS_X_ENUM
 #define CAIS_X_ENUM(name, val, text) CAIS_DT_##name = val,
-enum cais_dtype { CAIS_DTYPES(CAIS_X_ENUM) };
+enum cais_wire_dtype { CAIS_DTYPES(CAIS_X_ENUM) };
 #undef CAIS_X_ENUM
 #define CAIS_X_ENUM(name, text) CAIS_HDR_##name,
 enum cais_hdr_check { CAIS_HDR_CHECKS(CAIS_X_ENUM) CAIS_HDR_CHECK_MAX };
