@@ -1,0 +1,1176 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The agent's conversions (quant.h): a portable implementation and an AVX2 +
+ * F16C one chosen at run time. The two give the same bits for every function
+ * and every input, the stochastic encode included (the AVX2 path draws the
+ * same random numbers, in the same order, as the scalar one); the tests
+ * compare them on every 16-bit pattern and on random data.
+ *
+ * Semantics, where quant.h leaves a choice:
+ *
+ * - Encode of float types: x = value x scale as one fp32 multiply (bf16 and
+ *   fp16 are first widened to fp32, exactly). NaN becomes 0. Rounding to
+ *   nearest: ties to even. Stochastic: f = floor(x), q = f + (u < x - f) with
+ *   u = k x 2^-24, k a uniform 24-bit integer, so P(q = f + 1) is the
+ *   fraction x - f (to 2^-24) whatever the magnitude of x: f and x - f are
+ *   exact in fp32 (but for x in (-1, 0), where x - f = x + 1 may round, by
+ *   2^-25 at most), and an integral x is never moved. (floor(x + u) in fp32
+ *   would be biased: x + u rounds once |x| >= 1.) Saturation: a
+ *   rounded value >= 2^31 gives INT32_MAX, <= -2^31 gives INT32_MIN, and both
+ *   count (so -2^31 itself counts: it is the edge of the range). +-inf
+ *   saturate.
+ *
+ * - Decode of float types: quant.h hands over inv_scale = fl32(1/S) (S the
+ *   scale, times n for avg). A product by that rounded reciprocal is off by
+ *   up to 2^-24 relative, so q x inv_scale would not give back a value whose
+ *   fixed point is exact (value = q / S) for about a quarter of the integer
+ *   scales. So decode first recovers S where it is a "round" number: if a
+ *   float S with at most 16 significant bits (1024, 3, 1000, 1024 x 255, ...)
+ *   has a reciprocal that rounds to inv_scale, the factor is 1/S, else
+ *   inv_scale itself; value = q x factor in double precision, rounded once
+ *   to fp32. With a round S and |q| < 2^24 that is q / S correctly rounded,
+ *   so exact whenever q / S is representable; otherwise within 2^-24
+ *   relative of q x inv_scale, plus the one rounding. (Where the caller's S
+ *   is not round, a round neighbour one ulp away may be taken for it, with
+ *   odds below 1%: then the error is up to 2^-23 plus the rounding.) A power
+ *   of two is used as is. The recovery costs a few double divisions per
+ *   call. bf16 and fp16 outputs are then rounded from that fp32 value, to
+ *   nearest even (a second rounding).
+ *
+ * - Decode of int32 with avg_n > 1: q / avg_n, C division (toward zero).
+ *
+ * - bf16 <-> fp32: widening is a shift (NaN payloads kept as they are);
+ *   narrowing rounds to nearest even, overflows to inf, and turns every NaN
+ *   into the quiet NaN 0x7FC0 with the input's sign.
+ *
+ * - fp16 <-> fp32: what F16C does, so that both paths agree on every input:
+ *   widening is exact and sets the quiet bit of a NaN (payload kept);
+ *   narrowing rounds to nearest even (subnormals included), overflows to inf
+ *   (from 65520 up), and a NaN becomes sign | 0x7E00 | mantissa >> 13.
+ *
+ * - reduce_f32: sum and avg add in fp32. max: acc = in if in > acc or in is
+ *   NaN, else acc; min the same with <. So a NaN on either side gives a NaN
+ *   (the one of in when both are), and max(+0, -0) keeps acc. Only selects,
+ *   so NaN payloads are kept bit for bit.
+ *
+ * - The fp32 arithmetic assumes the default rounding mode (to nearest) and no
+ *   flush-to-zero; FMA contraction is switched off for this file, as a fused
+ *   multiply-subtract in one path only would break the bit-for-bit promise.
+ *
+ * - Random numbers: 8 xorshift128+ streams (shifts 23, 18, 5), seeded by
+ *   splitmix64. One "block" of 16 elements takes one 64-bit draw from every
+ *   stream: element e of the block uses the low (e even) or high (e odd) 32
+ *   bits of stream e / 2, of which it keeps the top 24. A call takes
+ *   ceil(n / 16) blocks, the last one partly used.
+ *
+ * Buffers: dst and src of encode and decode may be unaligned and may be the
+ * same buffer when the element sizes are equal (fp32, int32); other overlaps
+ * are not allowed. Unknown datatypes and ops write nothing; encode with a
+ * NULL rng rounds to nearest.
+ */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define QUANT_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+#define QUANT_BLOCK 16 /* elements per random block: 8 streams x 2 halves */
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline uint32_t
+f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float
+u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint32_t
+ld32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline void
+st32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+static inline uint16_t
+ld16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline void
+st16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+/* The payload is big-endian (PROTOCOL.md section 1). */
+static inline uint32_t
+to_be32(uint32_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return v;
+#else
+	return __builtin_bswap32(v);
+#endif
+}
+
+/* ------------------------------------------------------------ random state */
+
+static uint64_t
+splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+void
+cais_rng_seed(struct cais_rng *r, uint64_t seed)
+{
+	uint64_t x = seed;
+
+	for (int i = 0; i < 8; i++) {
+		r->s[i][0] = splitmix64(&x);
+		r->s[i][1] = splitmix64(&x);
+		if ((r->s[i][0] | r->s[i][1]) == 0) /* the one state xorshift cannot leave */
+			r->s[i][1] = 1;
+	}
+}
+
+static inline uint64_t
+xorshift128p(uint64_t s[2])
+{
+	uint64_t s1 = s[0];
+	const uint64_t s0 = s[1];
+	const uint64_t result = s0 + s1;
+
+	s[0] = s0;
+	s1 ^= s1 << 23;
+	s[1] = s1 ^ s0 ^ (s1 >> 18) ^ (s0 >> 5);
+	return result;
+}
+
+/* One block of 16 uniform numbers in [0, 1), 24 bits each (exact in fp32). */
+static inline void
+rng_block(struct cais_rng *r, float u[QUANT_BLOCK])
+{
+	for (int j = 0; j < 8; j++) {
+		uint64_t v = xorshift128p(r->s[j]);
+
+		u[2 * j] = (float)((uint32_t)v >> 8) * 0x1p-24f;
+		u[2 * j + 1] = (float)((uint32_t)(v >> 32) >> 8) * 0x1p-24f;
+	}
+}
+
+/* ------------------------------------------------- bf16 / fp16 <-> fp32 */
+
+float
+cais_bf16_to_f32(uint16_t h)
+{
+	return u2f((uint32_t)h << 16);
+}
+
+uint16_t
+cais_f32_to_bf16(float f)
+{
+	uint32_t u = f2u(f);
+
+	if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+		return (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
+	/* Round to nearest even on the 16 bits dropped; a carry into the
+	 * exponent is right, up to inf. */
+	u += 0x7FFFu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+float
+cais_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+
+	if (e == 0x1F)
+		return u2f(sign | 0x7F800000u | (m << 13) | (m ? 0x400000u : 0));
+	if (e == 0)
+		return u2f(sign | f2u((float)m * 0x1p-24f)); /* exact, 0 included */
+	return u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t
+cais_f32_to_f16(float f)
+{
+	uint32_t u = f2u(f);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+	uint32_t a = u & 0x7FFFFFFFu;
+
+	if (a > 0x7F800000u)
+		return (uint16_t)(sign | 0x7E00u | ((a & 0x7FFFFFu) >> 13));
+	if (a >= 0x477FF000u) /* 65520 (the tie above 65504) and up */
+		return (uint16_t)(sign | 0x7C00u);
+	if (a >= 0x38800000u) { /* 2^-14: a normal fp16 */
+		a += 0xFFFu + ((a >> 13) & 1u);
+		return (uint16_t)(sign | ((a - (112u << 23)) >> 13));
+	}
+	if (a <= 0x33000000u) /* up to 2^-25 (the tie rounds to 0, even) */
+		return sign;
+	/* Subnormal: round(|f| x 2^24) from the 24-bit significand. */
+	uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u;
+	uint32_t shift = 126 - e; /* 14..24 */
+	uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+
+	if (rem > half || (rem == half && (r & 1u)))
+		r++;
+	return (uint16_t)(sign | r);
+}
+
+/* ------------------------------------------------------ one element, scalar */
+
+/* Round to nearest even; exact under the default rounding mode. */
+static inline float
+round_even(float x)
+{
+	if (fabsf(x) < 0x1p23f) {
+		float t = fabsf(x) + 0x1p23f;
+
+		t -= 0x1p23f;
+		return copysignf(t, x);
+	}
+	return x; /* integral already, or inf */
+}
+
+static inline float
+round_down(float x)
+{
+	float t = round_even(x);
+
+	return t > x ? t - 1.0f : t;
+}
+
+static inline int32_t
+saturate(float r, size_t *sat)
+{
+	if (r >= 0x1p31f) {
+		(*sat)++;
+		return INT32_MAX;
+	}
+	if (r <= -0x1p31f) {
+		(*sat)++;
+		return INT32_MIN;
+	}
+	return (int32_t)r;
+}
+
+static inline int32_t
+fix_nearest(float x, size_t *sat)
+{
+	if (x != x)
+		x = 0.0f;
+	return saturate(round_even(x), sat);
+}
+
+static inline int32_t
+fix_stochastic(float x, float u, size_t *sat)
+{
+	if (x != x)
+		x = 0.0f;
+	float f = round_down(x);
+	float frac = x - f; /* NaN for +-inf: never taken */
+
+	return saturate(u < frac ? f + 1.0f : f, sat);
+}
+
+static inline float
+load_elem(const uint8_t *p, enum cais_datatype dt)
+{
+	switch (dt) {
+	case CAIS_BFLOAT16:
+		return cais_bf16_to_f32(ld16(p));
+	case CAIS_FLOAT16:
+		return cais_f16_to_f32(ld16(p));
+	default:
+		return u2f(ld32(p));
+	}
+}
+
+static inline void
+store_elem(uint8_t *p, float v, enum cais_datatype dt)
+{
+	switch (dt) {
+	case CAIS_BFLOAT16:
+		st16(p, cais_f32_to_bf16(v));
+		break;
+	case CAIS_FLOAT16:
+		st16(p, cais_f32_to_f16(v));
+		break;
+	default:
+		st32(p, f2u(v));
+		break;
+	}
+}
+
+static inline size_t
+float_size(enum cais_datatype dt)
+{
+	switch (dt) {
+	case CAIS_FLOAT32:
+		return 4;
+	case CAIS_BFLOAT16:
+	case CAIS_FLOAT16:
+		return 2;
+	default:
+		return 0;
+	}
+}
+
+/* Encode elements [i, n) of a float type; i is a multiple of QUANT_BLOCK. */
+static inline size_t
+encode_tail(uint8_t *d, const uint8_t *s, size_t i, size_t n, enum cais_datatype dt, float scale,
+	    bool nearest, struct cais_rng *rng)
+{
+	size_t esz = float_size(dt), sat = 0;
+	float u[QUANT_BLOCK];
+
+	for (; i < n; i += QUANT_BLOCK) {
+		size_t m = n - i < QUANT_BLOCK ? n - i : QUANT_BLOCK;
+
+		if (!nearest)
+			rng_block(rng, u);
+		for (size_t k = 0; k < m; k++) {
+			float x = load_elem(s + (i + k) * esz, dt) * scale;
+			int32_t q = nearest ? fix_nearest(x, &sat) : fix_stochastic(x, u[k], &sat);
+
+			st32(d + (i + k) * 4, to_be32((uint32_t)q));
+		}
+	}
+	return sat;
+}
+
+/* Decode elements [i, n) of a float type. */
+static inline void
+decode_tail(uint8_t *d, const uint8_t *s, size_t i, size_t n, enum cais_datatype dt, double inv)
+{
+	size_t esz = float_size(dt);
+
+	for (; i < n; i++) {
+		int32_t q = (int32_t)to_be32(ld32(s + i * 4));
+
+		store_elem(d + i * esz, (float)((double)q * inv), dt);
+	}
+}
+
+static inline void
+decode_i32_tail(uint8_t *d, const uint8_t *s, size_t i, size_t n, unsigned int avg_n)
+{
+	for (; i < n; i++) {
+		int32_t q = (int32_t)to_be32(ld32(s + i * 4));
+
+		if (avg_n > 1)
+			q = (int32_t)((int64_t)q / (int64_t)avg_n);
+		st32(d + i * 4, (uint32_t)q);
+	}
+}
+
+static inline void
+bswap_tail(uint8_t *d, const uint8_t *s, size_t i, size_t n)
+{
+	for (; i < n; i++)
+		st32(d + i * 4, to_be32(ld32(s + i * 4)));
+}
+
+static inline int32_t
+add_sat(int32_t a, int32_t b)
+{
+	int32_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return a < 0 ? INT32_MIN : INT32_MAX;
+	return r;
+}
+
+static inline float
+max_f32(float acc, float in)
+{
+	return (in > acc || in != in) ? in : acc;
+}
+
+static inline float
+min_f32(float acc, float in)
+{
+	return (in < acc || in != in) ? in : acc;
+}
+
+/*
+ * What decode multiplies by (in double): 1/S when a float S with at most 16
+ * significant bits has a reciprocal that rounds to inv (the one with the
+ * fewest, when there are two), else inv itself. Such S lie within one ulp
+ * of fl(1/inv): the floats whose reciprocal rounds to inv span at most
+ * 2^-23, relative, around 1/inv.
+ */
+static double
+decode_factor(float inv)
+{
+	uint32_t u = f2u(inv);
+	float a = fabsf(inv);
+
+	if ((u & 0x7FFFFFu) == 0 || !(a >= 0x1p-126f) || !(a <= 0x1p126f))
+		return (double)inv; /* a power of two, exact; or no better guess */
+	uint32_t s = f2u((float)(1.0 / (double)a));
+	int best_tz = 7; /* trailing zeros of the 24-bit significand: >= 8 */
+	float best = 0.0f;
+
+	for (int k = 0; k < 3; k++) {
+		uint32_t c = k == 0 ? s : k == 1 ? s - 1 : s + 1;
+		float cf = u2f(c);
+		int tz = __builtin_ctz((c & 0x7FFFFFu) | 0x800000u);
+
+		if (tz > best_tz && (float)(1.0 / (double)cf) == a) {
+			best_tz = tz;
+			best = cf;
+		}
+	}
+	if (best == 0.0f)
+		return (double)inv;
+	return (inv < 0 ? -1.0 : 1.0) / (double)best;
+}
+
+/* ------------------------------------------------------ scalar bulk ops */
+
+static size_t
+scalar_encode(void *dst, const void *src, size_t n, enum cais_datatype dt, float scale,
+	      bool nearest, struct cais_rng *rng)
+{
+	if (dt == CAIS_INT32) {
+		bswap_tail(dst, src, 0, n);
+		return 0;
+	}
+	if (float_size(dt) == 0)
+		return 0;
+	if (rng == NULL)
+		nearest = true;
+	switch (dt) { /* one loop per type, so that the type is a constant in it */
+	case CAIS_FLOAT32:
+		return encode_tail(dst, src, 0, n, CAIS_FLOAT32, scale, nearest, rng);
+	case CAIS_BFLOAT16:
+		return encode_tail(dst, src, 0, n, CAIS_BFLOAT16, scale, nearest, rng);
+	default:
+		return encode_tail(dst, src, 0, n, CAIS_FLOAT16, scale, nearest, rng);
+	}
+}
+
+static void
+scalar_decode(void *dst, const void *src, size_t n, enum cais_datatype dt, float inv_scale,
+	      unsigned int avg_n)
+{
+	if (dt == CAIS_INT32) {
+		if (avg_n > 1)
+			decode_i32_tail(dst, src, 0, n, avg_n);
+		else
+			bswap_tail(dst, src, 0, n);
+		return;
+	}
+	double inv = decode_factor(inv_scale);
+
+	switch (dt) {
+	case CAIS_FLOAT32:
+		decode_tail(dst, src, 0, n, CAIS_FLOAT32, inv);
+		break;
+	case CAIS_BFLOAT16:
+		decode_tail(dst, src, 0, n, CAIS_BFLOAT16, inv);
+		break;
+	case CAIS_FLOAT16:
+		decode_tail(dst, src, 0, n, CAIS_FLOAT16, inv);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+scalar_to_f32(float *dst, const void *src, size_t n, enum cais_datatype dt)
+{
+	const uint8_t *s = src;
+
+	switch (dt) {
+	case CAIS_FLOAT32:
+		memmove(dst, src, n * sizeof(float));
+		break;
+	case CAIS_BFLOAT16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = cais_bf16_to_f32(ld16(s + 2 * i));
+		break;
+	case CAIS_FLOAT16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = cais_f16_to_f32(ld16(s + 2 * i));
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+scalar_from_f32(void *dst, const float *src, size_t n, enum cais_datatype dt, float mul)
+{
+	uint8_t *d = dst;
+
+	switch (dt) {
+	case CAIS_FLOAT32:
+		for (size_t i = 0; i < n; i++)
+			st32(d + 4 * i, f2u(src[i] * mul));
+		break;
+	case CAIS_BFLOAT16:
+		for (size_t i = 0; i < n; i++)
+			st16(d + 2 * i, cais_f32_to_bf16(src[i] * mul));
+		break;
+	case CAIS_FLOAT16:
+		for (size_t i = 0; i < n; i++)
+			st16(d + 2 * i, cais_f32_to_f16(src[i] * mul));
+		break;
+	default:
+		break;
+	}
+}
+
+static inline void
+reduce_f32_tail(float *acc, const float *in, size_t i, size_t n, enum cais_redop op)
+{
+	switch (op) {
+	case CAIS_OP_SUM:
+	case CAIS_OP_AVG:
+		for (; i < n; i++)
+			acc[i] = acc[i] + in[i];
+		break;
+	case CAIS_OP_MAX:
+		for (; i < n; i++)
+			acc[i] = max_f32(acc[i], in[i]);
+		break;
+	case CAIS_OP_MIN:
+		for (; i < n; i++)
+			acc[i] = min_f32(acc[i], in[i]);
+		break;
+	default:
+		break;
+	}
+}
+
+static inline void
+reduce_i32_tail(int32_t *acc, const int32_t *in, size_t i, size_t n, enum cais_redop op)
+{
+	switch (op) {
+	case CAIS_OP_SUM:
+	case CAIS_OP_AVG:
+		for (; i < n; i++)
+			acc[i] = add_sat(acc[i], in[i]);
+		break;
+	case CAIS_OP_MAX:
+		for (; i < n; i++)
+			acc[i] = in[i] > acc[i] ? in[i] : acc[i];
+		break;
+	case CAIS_OP_MIN:
+		for (; i < n; i++)
+			acc[i] = in[i] < acc[i] ? in[i] : acc[i];
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+scalar_reduce_f32(float *acc, const float *in, size_t n, enum cais_redop op)
+{
+	reduce_f32_tail(acc, in, 0, n, op);
+}
+
+static void
+scalar_reduce_i32(int32_t *acc, const int32_t *in, size_t n, enum cais_redop op)
+{
+	reduce_i32_tail(acc, in, 0, n, op);
+}
+
+const struct cais_quant_ops cais_quant_scalar = {
+    .name = "scalar",
+    .encode = scalar_encode,
+    .decode = scalar_decode,
+    .to_f32 = scalar_to_f32,
+    .from_f32 = scalar_from_f32,
+    .reduce_f32 = scalar_reduce_f32,
+    .reduce_i32 = scalar_reduce_i32,
+};
+
+/* ------------------------------------------------------------ AVX2 + F16C */
+
+#ifdef QUANT_X86
+
+#define AVX2	    __attribute__((target("avx2,f16c")))
+#define AVX2_INLINE static inline __attribute__((target("avx2,f16c"), always_inline))
+
+AVX2_INLINE __m256i
+v_bswap32(__m256i v)
+{
+	const __m256i m = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3,
+					   2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+	return _mm256_shuffle_epi8(v, m);
+}
+
+/* 8 elements of dt at p, as fp32. */
+AVX2_INLINE __m256
+v_load(const uint8_t *p, enum cais_datatype dt)
+{
+	switch (dt) {
+	case CAIS_BFLOAT16: {
+		__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+
+		return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+	}
+	case CAIS_FLOAT16:
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+	default:
+		return _mm256_loadu_ps((const float *)p);
+	}
+}
+
+/* 8 fp32 -> 8 bf16 as cais_f32_to_bf16(), in the low halves of 32-bit lanes;
+ * nan: whether f may hold NaNs. */
+AVX2_INLINE __m256i
+v_bf16_round(__m256 f, bool nan)
+{
+	__m256i u = _mm256_castps_si256(f);
+	__m256i hi = _mm256_srli_epi32(u, 16);
+	__m256i r = _mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF));
+
+	r = _mm256_srli_epi32(_mm256_add_epi32(r, _mm256_and_si256(hi, _mm256_set1_epi32(1))), 16);
+	if (nan) {
+		__m256i qnan = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0x8000)),
+					       _mm256_set1_epi32(0x7FC0));
+		__m256i isnan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+
+		r = _mm256_blendv_epi8(r, qnan, isnan);
+	}
+	return r;
+}
+
+/* Store 16 fp32 (a, then b) at p as dt. */
+AVX2_INLINE void
+v_store16(uint8_t *p, __m256 a, __m256 b, enum cais_datatype dt, bool nan)
+{
+	switch (dt) {
+	case CAIS_BFLOAT16: {
+		/* packs within 128-bit lanes: a0-3 b0-3 a4-7 b4-7; then reorder */
+		__m256i r = _mm256_packus_epi32(v_bf16_round(a, nan), v_bf16_round(b, nan));
+
+		_mm256_storeu_si256((__m256i *)p,
+				    _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+		break;
+	}
+	case CAIS_FLOAT16:
+		_mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+		_mm_storeu_si128((__m128i *)(p + 16),
+				 _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+		break;
+	default:
+		_mm256_storeu_ps((float *)p, a);
+		_mm256_storeu_ps((float *)(p + 32), b);
+		break;
+	}
+}
+
+/*
+ * Rounded fp32 (integral, no NaN) -> saturated int32, plus 1 where up is -1,
+ * big-endian, at p; the lanes that saturated add 1 to cnt. Out of range
+ * converts to INT32_MIN on either side, as does -2^31 itself: all count, and
+ * the positive ones become INT32_MIN ^ -1 = INT32_MAX. up is 0 there (an x
+ * that large is integral).
+ */
+AVX2_INLINE void
+v_fix_store(uint8_t *p, __m256 r, __m256i up, __m256i *cnt)
+{
+	__m256i q = _mm256_cvttps_epi32(r);
+	__m256i sat = _mm256_cmpeq_epi32(q, _mm256_set1_epi32(INT32_MIN));
+	__m256i neg = _mm256_srai_epi32(_mm256_castps_si256(r), 31);
+
+	q = _mm256_xor_si256(q, _mm256_andnot_si256(neg, sat));
+	_mm256_storeu_si256((__m256i *)p, v_bswap32(_mm256_sub_epi32(q, up)));
+	*cnt = _mm256_sub_epi32(*cnt, sat);
+}
+
+/* Lanes of cnt count at most one per 8 elements: add them up at least
+ * every 2^32 x 8 elements. */
+#define QUANT_PIECE ((size_t)1 << 32)
+
+AVX2_INLINE size_t
+v_sum_counts(__m256i cnt)
+{
+	uint32_t c[8];
+	size_t sum = 0;
+
+	_mm256_storeu_si256((__m256i *)c, cnt);
+	for (int k = 0; k < 8; k++)
+		sum += c[k];
+	return sum;
+}
+
+/* x x scale with NaN -> 0. */
+AVX2_INLINE __m256
+v_scaled(const uint8_t *p, enum cais_datatype dt, __m256 scale)
+{
+	__m256 x = _mm256_mul_ps(v_load(p, dt), scale);
+
+	return _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+}
+
+AVX2_INLINE size_t
+v_encode_nearest(uint8_t *d, const uint8_t *s, size_t n, enum cais_datatype dt, float scale)
+{
+	const size_t esz = float_size(dt);
+	const __m256 sc = _mm256_set1_ps(scale);
+	size_t i = 0, sat = 0;
+
+	while (i + 8 <= n) {
+		size_t end = n - i > QUANT_PIECE ? i + QUANT_PIECE : n;
+		__m256i cnt = _mm256_setzero_si256();
+
+		for (; i + 8 <= end; i += 8) {
+			__m256 x = v_scaled(s + i * esz, dt, sc);
+
+			v_fix_store(
+			    d + i * 4,
+			    _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+			    _mm256_setzero_si256(), &cnt);
+		}
+		sat += v_sum_counts(cnt);
+	}
+	for (; i < n; i++) {
+		float x = load_elem(s + i * esz, dt) * scale;
+
+		st32(d + i * 4, to_be32((uint32_t)fix_nearest(x, &sat)));
+	}
+	return sat;
+}
+
+/* One xorshift128+ step on 4 streams: a = s[.][0], b = s[.][1]. */
+AVX2_INLINE __m256i
+v_xorshift(__m256i *a, __m256i *b)
+{
+	__m256i s1 = *a;
+	const __m256i s0 = *b;
+	__m256i r = _mm256_add_epi64(s0, s1);
+
+	*a = s0;
+	s1 = _mm256_xor_si256(s1, _mm256_slli_epi64(s1, 23));
+	*b = _mm256_xor_si256(_mm256_xor_si256(s1, s0), _mm256_xor_si256(_mm256_srli_epi64(s1, 18),
+									 _mm256_srli_epi64(s0, 5)));
+	return r;
+}
+
+/* 8 uniform numbers in [0, 1), the top 24 bits of each 32-bit half. */
+AVX2_INLINE __m256
+v_uniform(__m256i r)
+{
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), _mm256_set1_ps(0x1p-24f));
+}
+
+/* floor(x), and -1 where u < x - floor(x) (rounds up), at p. */
+AVX2_INLINE void
+v_stochastic_store(uint8_t *p, __m256 x, __m256 u, __m256i *cnt)
+{
+	__m256 f = _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+	__m256 up = _mm256_cmp_ps(u, _mm256_sub_ps(x, f), _CMP_LT_OQ);
+
+	v_fix_store(p, f, _mm256_castps_si256(up), cnt);
+}
+
+AVX2_INLINE size_t
+v_encode_stochastic(uint8_t *d, const uint8_t *s, size_t n, enum cais_datatype dt, float scale,
+		    struct cais_rng *rng)
+{
+	const size_t esz = float_size(dt);
+	const __m256 sc = _mm256_set1_ps(scale);
+	uint64_t(*st)[2] = rng->s;
+	__m256i a0 = _mm256_setr_epi64x((long long)st[0][0], (long long)st[1][0],
+					(long long)st[2][0], (long long)st[3][0]);
+	__m256i a1 = _mm256_setr_epi64x((long long)st[0][1], (long long)st[1][1],
+					(long long)st[2][1], (long long)st[3][1]);
+	__m256i b0 = _mm256_setr_epi64x((long long)st[4][0], (long long)st[5][0],
+					(long long)st[6][0], (long long)st[7][0]);
+	__m256i b1 = _mm256_setr_epi64x((long long)st[4][1], (long long)st[5][1],
+					(long long)st[6][1], (long long)st[7][1]);
+	size_t i = 0, sat = 0;
+
+	while (i + QUANT_BLOCK <= n) {
+		size_t end = n - i > QUANT_PIECE ? i + QUANT_PIECE : n;
+		__m256i cnt = _mm256_setzero_si256();
+
+		for (; i + QUANT_BLOCK <= end; i += QUANT_BLOCK) {
+			__m256 ua = v_uniform(v_xorshift(&a0, &a1));
+			__m256 ub = v_uniform(v_xorshift(&b0, &b1));
+			__m256 xa = v_scaled(s + i * esz, dt, sc);
+			__m256 xb = v_scaled(s + (i + 8) * esz, dt, sc);
+
+			v_stochastic_store(d + i * 4, xa, ua, &cnt);
+			v_stochastic_store(d + (i + 8) * 4, xb, ub, &cnt);
+		}
+		sat += v_sum_counts(cnt);
+	}
+	uint64_t t[4][4];
+
+	_mm256_storeu_si256((__m256i *)t[0], a0);
+	_mm256_storeu_si256((__m256i *)t[1], a1);
+	_mm256_storeu_si256((__m256i *)t[2], b0);
+	_mm256_storeu_si256((__m256i *)t[3], b1);
+	for (int j = 0; j < 4; j++) {
+		st[j][0] = t[0][j];
+		st[j][1] = t[1][j];
+		st[4 + j][0] = t[2][j];
+		st[4 + j][1] = t[3][j];
+	}
+	return sat + encode_tail(d, s, i, n, dt, scale, false, rng);
+}
+
+AVX2_INLINE void
+v_bswap(uint8_t *d, const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(s + i * 4));
+
+		_mm256_storeu_si256((__m256i *)(d + i * 4), v_bswap32(q));
+	}
+	bswap_tail(d, s, i, n);
+}
+
+static AVX2 size_t
+avx2_encode(void *dst, const void *src, size_t n, enum cais_datatype dt, float scale, bool nearest,
+	    struct cais_rng *rng)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	if (rng == NULL)
+		nearest = true;
+	switch (dt) {
+	case CAIS_INT32:
+		v_bswap(d, s, n);
+		return 0;
+	case CAIS_FLOAT32:
+		return nearest ? v_encode_nearest(d, s, n, CAIS_FLOAT32, scale)
+			       : v_encode_stochastic(d, s, n, CAIS_FLOAT32, scale, rng);
+	case CAIS_BFLOAT16:
+		return nearest ? v_encode_nearest(d, s, n, CAIS_BFLOAT16, scale)
+			       : v_encode_stochastic(d, s, n, CAIS_BFLOAT16, scale, rng);
+	case CAIS_FLOAT16:
+		return nearest ? v_encode_nearest(d, s, n, CAIS_FLOAT16, scale)
+			       : v_encode_stochastic(d, s, n, CAIS_FLOAT16, scale, rng);
+	default:
+		return 0;
+	}
+}
+
+/* 8 big-endian int32 at p times f: in double, or (pow2) in fp32. */
+AVX2_INLINE __m256
+v_dec8(const uint8_t *p, __m256d f, __m256 f32, bool pow2)
+{
+	__m256i q = v_bswap32(_mm256_loadu_si256((const __m256i *)p));
+
+	if (pow2)
+		return _mm256_mul_ps(_mm256_cvtepi32_ps(q), f32);
+	__m256d lo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(q)), f);
+	__m256d hi = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(q, 1)), f);
+
+	return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+
+/*
+ * pow2: inv is +-2^k, where fl32(q) x inv equals fl32(q x inv), so the
+ * cheaper fp32 product gives the same bits: scaling by 2^k commutes with the
+ * rounding to 24 bits, overflow included; a subnormal result needs
+ * |q| < 2^24, which fl32(q) holds exactly. nan: whether the results may be
+ * NaN (inv not finite).
+ */
+AVX2_INLINE void
+v_decode(uint8_t *d, const uint8_t *s, size_t n, enum cais_datatype dt, double inv, bool pow2,
+	 bool nan)
+{
+	const size_t esz = float_size(dt);
+	const __m256d f = _mm256_set1_pd(inv);
+	const __m256 f32 = _mm256_set1_ps((float)inv);
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		v_store16(d + i * esz, v_dec8(s + i * 4, f, f32, pow2),
+			  v_dec8(s + (i + 8) * 4, f, f32, pow2), dt, nan);
+	decode_tail(d, s, i, n, dt, inv);
+}
+
+/*
+ * q / n toward zero through double: exact for every n, as the quotient's
+ * error (|q / n| x 2^-53 <= 2^-22 / n) is below the distance from a
+ * fraction to the next integer (>= 1 / n).
+ */
+AVX2_INLINE void
+v_decode_i32_avg(uint8_t *d, const uint8_t *s, size_t n, unsigned int avg_n)
+{
+	const __m256d dn = _mm256_set1_pd((double)avg_n);
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i q = v_bswap32(_mm256_loadu_si256((const __m256i *)(s + i * 4)));
+		__m256d lo = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(q)), dn);
+		__m256d hi = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(q, 1)), dn);
+
+		_mm256_storeu_si256(
+		    (__m256i *)(d + i * 4),
+		    _mm256_set_m128i(_mm256_cvttpd_epi32(hi), _mm256_cvttpd_epi32(lo)));
+	}
+	decode_i32_tail(d, s, i, n, avg_n);
+}
+
+static AVX2 void
+avx2_decode(void *dst, const void *src, size_t n, enum cais_datatype dt, float inv_scale,
+	    unsigned int avg_n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	if (dt == CAIS_INT32) {
+		if (avg_n <= 1)
+			v_bswap(d, s, n);
+		else
+			v_decode_i32_avg(d, s, n, avg_n);
+		return;
+	}
+	double inv = decode_factor(inv_scale);
+	int k;
+	bool pow2 = fabs(frexp(inv, &k)) == 0.5;
+
+	/* one instance of the loop per (type, kind of factor) */
+#define V_DECODE(DT)                                                                               \
+	do {                                                                                       \
+		if (pow2)                                                                          \
+			v_decode(d, s, n, DT, inv, true, false);                                   \
+		else if (isfinite(inv))                                                            \
+			v_decode(d, s, n, DT, inv, false, false);                                  \
+		else                                                                               \
+			v_decode(d, s, n, DT, inv, false, true);                                   \
+	} while (0)
+	switch (dt) {
+	case CAIS_FLOAT32:
+		V_DECODE(CAIS_FLOAT32);
+		break;
+	case CAIS_BFLOAT16:
+		V_DECODE(CAIS_BFLOAT16);
+		break;
+	case CAIS_FLOAT16:
+		V_DECODE(CAIS_FLOAT16);
+		break;
+	default:
+		break;
+	}
+#undef V_DECODE
+}
+
+static AVX2 void
+avx2_to_f32(float *dst, const void *src, size_t n, enum cais_datatype dt)
+{
+	const uint8_t *s = src;
+	size_t i = 0;
+
+	switch (dt) {
+	case CAIS_FLOAT32:
+		memmove(dst, src, n * sizeof(float));
+		return;
+	case CAIS_BFLOAT16:
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(dst + i, v_load(s + 2 * i, CAIS_BFLOAT16));
+		for (; i < n; i++)
+			dst[i] = cais_bf16_to_f32(ld16(s + 2 * i));
+		return;
+	case CAIS_FLOAT16:
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(dst + i, v_load(s + 2 * i, CAIS_FLOAT16));
+		for (; i < n; i++)
+			dst[i] = cais_f16_to_f32(ld16(s + 2 * i));
+		return;
+	default:
+		return;
+	}
+}
+
+AVX2_INLINE void
+v_from_f32(uint8_t *d, const float *src, size_t n, enum cais_datatype dt, float mul)
+{
+	const size_t esz = float_size(dt);
+	const __m256 m = _mm256_set1_ps(mul);
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		v_store16(d + i * esz, _mm256_mul_ps(_mm256_loadu_ps(src + i), m),
+			  _mm256_mul_ps(_mm256_loadu_ps(src + i + 8), m), dt, true);
+	for (; i < n; i++)
+		store_elem(d + i * esz, src[i] * mul, dt);
+}
+
+static AVX2 void
+avx2_from_f32(void *dst, const float *src, size_t n, enum cais_datatype dt, float mul)
+{
+	switch (dt) {
+	case CAIS_FLOAT32:
+		v_from_f32(dst, src, n, CAIS_FLOAT32, mul);
+		break;
+	case CAIS_BFLOAT16:
+		v_from_f32(dst, src, n, CAIS_BFLOAT16, mul);
+		break;
+	case CAIS_FLOAT16:
+		v_from_f32(dst, src, n, CAIS_FLOAT16, mul);
+		break;
+	default:
+		break;
+	}
+}
+
+static AVX2 void
+avx2_reduce_f32(float *acc, const float *in, size_t n, enum cais_redop op)
+{
+	size_t i = 0;
+
+	switch (op) {
+	case CAIS_OP_SUM:
+	case CAIS_OP_AVG:
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i),
+								_mm256_loadu_ps(in + i)));
+		break;
+	case CAIS_OP_MAX:
+	case CAIS_OP_MIN:
+		for (; i + 8 <= n; i += 8) {
+			__m256 a = _mm256_loadu_ps(acc + i), b = _mm256_loadu_ps(in + i);
+			__m256 take = op == CAIS_OP_MAX ? _mm256_cmp_ps(b, a, _CMP_GT_OQ)
+							: _mm256_cmp_ps(b, a, _CMP_LT_OQ);
+
+			take = _mm256_or_ps(take, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+			_mm256_storeu_ps(acc + i, _mm256_blendv_ps(a, b, take));
+		}
+		break;
+	default:
+		return;
+	}
+	reduce_f32_tail(acc, in, i, n, op);
+}
+
+static AVX2 void
+avx2_reduce_i32(int32_t *acc, const int32_t *in, size_t n, enum cais_redop op)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i a = _mm256_loadu_si256((const __m256i *)(acc + i));
+		__m256i b = _mm256_loadu_si256((const __m256i *)(in + i));
+		__m256i r;
+
+		switch (op) {
+		case CAIS_OP_SUM:
+		case CAIS_OP_AVG: {
+			r = _mm256_add_epi32(a, b);
+			/* Overflow: the sign of r differs from both a's and b's. */
+			__m256i ovf =
+			    _mm256_and_si256(_mm256_xor_si256(r, a), _mm256_xor_si256(r, b));
+			__m256i lim = _mm256_xor_si256(_mm256_srai_epi32(a, 31),
+						       _mm256_set1_epi32(INT32_MAX));
+
+			r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r),
+								 _mm256_castsi256_ps(lim),
+								 _mm256_castsi256_ps(ovf)));
+			break;
+		}
+		case CAIS_OP_MAX:
+			r = _mm256_max_epi32(a, b);
+			break;
+		case CAIS_OP_MIN:
+			r = _mm256_min_epi32(a, b);
+			break;
+		default:
+			return;
+		}
+		_mm256_storeu_si256((__m256i *)(acc + i), r);
+	}
+	reduce_i32_tail(acc, in, i, n, op);
+}
+
+static const struct cais_quant_ops quant_avx2 = {
+    .name = "avx2",
+    .encode = avx2_encode,
+    .decode = avx2_decode,
+    .to_f32 = avx2_to_f32,
+    .from_f32 = avx2_from_f32,
+    .reduce_f32 = avx2_reduce_f32,
+    .reduce_i32 = avx2_reduce_i32,
+};
+
+const struct cais_quant_ops *
+cais_quant_avx2(void)
+{
+	unsigned int a, b, c, d;
+
+	/* avx2 includes the OS's consent to the YMM state; F16C from CPUID
+	 * itself, as not every compiler knows it by name. */
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
+		return NULL;
+	return &quant_avx2;
+}
+
+#else /* !QUANT_X86 */
+
+const struct cais_quant_ops *
+cais_quant_avx2(void)
+{
+	return NULL;
+}
+
+#endif
+
+const struct cais_quant_ops *
+cais_quant_best(void)
+{
+	const struct cais_quant_ops *q = cais_quant_avx2();
+
+	return q != NULL ? q : &cais_quant_scalar;
+}

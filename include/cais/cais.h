@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * libcais: the host agent of CAIS. All-reduce through an aggregating switch,
+ * with a transparent fallback to a ring all-reduce among the ranks.
+ *
+ * A communicator joins one CAIS session (tenant, session) as one rank. Each
+ * all-reduce is cut into chunks of at most elems_per_packet elements,
+ * converted to fixed point (value x the tensor's scale, stochastic rounding,
+ * saturating; int32 unscaled), and sent to the switch as DATA; the switch
+ * sends back the sum (or max, min) as RESULT, which is converted back
+ * (avg: divided by the world size). Chunks are numbered by a per-session
+ * seq that every collective advances by its number of chunks, in issue
+ * order, on every rank alike.
+ *
+ * The fallback path is a ring all-reduce (reduce-scatter, then all-gather)
+ * over TCP among the ranks' data addresses, through the switch as ordinary
+ * forwarded traffic. It is taken for a whole collective when the collective
+ * is below the offload threshold or its tensor is not offloaded, and when
+ * the switch REJECTs, flags OVERFLOW or FWD_ONLY, or stays silent. A rank
+ * that lost RESULTs first asks its peers: every rank keeps the fixed-point
+ * results of its last 2 x slots chunks and serves them, so a rank never
+ * waits for a ring that its peers, already done, will not form. Every wait
+ * is bounded (cais_config.timeout_ms).
+ *
+ * Threads: each communicator runs one progress thread that owns its sockets
+ * and does all the network work, so cais_test() never blocks and a rank
+ * that is busy elsewhere still serves its peers.
+ *
+ * Thread safety:
+ *  - cais_strerror(), cais_config_init(), cais_*_name(): any thread.
+ *  - cais_iallreduce(), cais_allreduce(), cais_tensor_set(),
+ *    cais_set_threshold(), cais_set_path(), cais_comm_destroy(): one thread at
+ *    a time per communicator (the issue order must be the same on every
+ *    rank, which concurrent callers could not guarantee anyway).
+ *  - cais_test(), cais_wait(): any thread, each request by one thread at a time.
+ *  - cais_metrics_get(): any thread.
+ *
+ * Errors: functions return 0 or a negative errno value; cais_strerror()
+ * says what it means here.
+ */
+#ifndef CAIS_H
+#define CAIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Element types of cais_allreduce(). */
+enum cais_datatype {
+	CAIS_FLOAT32 = 0,
+	CAIS_BFLOAT16 = 1,
+	CAIS_FLOAT16 = 2,
+	CAIS_INT32 = 3,
+};
+
+/** Reductions. avg is a sum divided by the world size (int32: rounded toward 0). */
+enum cais_redop {
+	CAIS_OP_SUM = 0,
+	CAIS_OP_AVG = 1,
+	CAIS_OP_MAX = 2,
+	CAIS_OP_MIN = 3,
+};
+
+/** Which path collectives take. The same on every rank of a session. */
+enum cais_path {
+	CAIS_PATH_AUTO = 0,   /**< the switch when the offload decision says so, else the ring */
+	CAIS_PATH_SWITCH = 1, /**< the switch only: -ECONNREFUSED where it cannot help */
+	CAIS_PATH_RING = 2,   /**< the ring only */
+};
+
+/** Why a collective took the ring: X(name, text). */
+#define CAIS_FALLBACKS(X)                                                                          \
+	X(NONE, "in-network")                                                                      \
+	X(THRESHOLD, "below the offload threshold")                                                \
+	X(TENSOR_OFF, "tensor not offloaded")                                                      \
+	X(ERROR_ALARM, "tensor disabled by the numerical-error alarm")                             \
+	X(FORCED, "ring path requested")                                                           \
+	X(REJECT, "the switch sent REJECT")                                                        \
+	X(FWD_ONLY, "the switch is in forward-only mode")                                          \
+	X(OVERFLOW, "fixed-point sum overflowed (OVERFLOW)")                                       \
+	X(SILENT, "the switch stayed silent after the retries")
+
+#define CAIS_X_ENUM(name, text) CAIS_FB_##name,
+enum cais_fallback { CAIS_FALLBACKS(CAIS_X_ENUM) CAIS_FB_COUNT };
+#undef CAIS_X_ENUM
+
+/** Default offload threshold: the seed's 1 MiB. */
+#define CAIS_DEFAULT_THRESHOLD (1u << 20)
+/** Default retransmission timeout, the seed's 500 us. */
+#define CAIS_DEFAULT_RETX_US 500u
+/** Default retransmissions of one chunk before the switch counts as silent. */
+#define CAIS_DEFAULT_RETRIES 8u
+/** Default bound on one collective. */
+#define CAIS_DEFAULT_TIMEOUT_MS 30000u
+/** Default: the relative error is sampled every 100th in-network collective. */
+#define CAIS_DEFAULT_CHECK_EVERY 100u
+/** Default numerical-error alarm (relative error of a sampled collective). */
+#define CAIS_DEFAULT_ERROR_ALARM 1e-3
+
+/** Everything a communicator is made from (static mode). cais_config_init() fills defaults. */
+struct cais_config {
+	uint16_t tenant;		   /**< tenant id (granted by the manager) */
+	uint16_t session;		   /**< session id within the tenant */
+	unsigned int rank;		   /**< this rank, 0..world-1 */
+	unsigned int world;		   /**< world size n, 1..255 */
+	struct sockaddr_in switch_addr;	   /**< the aggregator; port 0 means 51733 */
+	const struct sockaddr_in *peers;   /**< world entries, every rank's data address in rank
+					    * order; peers[rank] is this rank's: its UDP port is
+					    * the one registered with the switch, and the ring
+					    * listens on the same TCP port */
+	uint32_t slots;			   /**< the session's pool size S (power of two, 1..32768) */
+	uint16_t elems;			   /**< elements per packet E (1..2048) */
+	double scale;			   /**< fixed-point scale of tensors without their own (> 0) */
+	size_t threshold;		   /**< offload threshold in bytes */
+	uint32_t retx_timeout_us;	   /**< retransmission timer */
+	uint32_t retries;		   /**< retransmissions before the switch counts as silent */
+	uint32_t timeout_ms;		   /**< bound on one collective; then -ETIMEDOUT */
+	uint32_t check_every;		   /**< sample the error every K-th in-network collective; 0: never */
+	double error_alarm;		   /**< relative error above which a tensor leaves the switch */
+	bool round_nearest;		   /**< round to nearest instead of stochastic rounding */
+	uint32_t first_seq;		   /**< seq of the first chunk (the same on every rank). A
+					    * switch keeps its slots' seqs: a job that reuses a
+					    * session of a running switch starts past the last
+					    * seq used, or its chunks are stale there */
+};
+
+/** Completion details of one collective (cais_test_status(), cais_wait_status()). */
+struct cais_status {
+	int error;		     /**< 0 or the negative errno the collective ended with */
+	enum cais_path path;	     /**< CAIS_PATH_SWITCH or CAIS_PATH_RING: where the result came from */
+	enum cais_fallback fallback; /**< why the ring, CAIS_FB_NONE in-network */
+	uint32_t retransmissions;    /**< DATA retransmitted for this collective */
+	uint32_t peer_chunks;	     /**< chunk results fetched from peers */
+	double time_us;		     /**< issue to completion */
+	double rel_error;	     /**< sampled relative error against a float reference; < 0 if not sampled */
+};
+
+/** Per-communicator counters (cais_metrics_get()). */
+struct cais_metrics {
+	uint64_t collectives;		      /**< completed */
+	uint64_t in_network;		      /**< completed through the switch */
+	uint64_t fallback[CAIS_FB_COUNT];     /**< completed on the ring, by reason */
+	uint64_t errors;		      /**< ended with an error */
+	uint64_t chunks_sent;		      /**< DATA first transmissions */
+	uint64_t retransmissions;	      /**< DATA retransmissions */
+	uint64_t results_ignored;	      /**< RESULTs not in flight (duplicate, stale) */
+	uint64_t peer_chunks;		      /**< chunk results fetched from peers */
+	uint64_t peer_chunks_served;	      /**< chunk results served to peers */
+	uint64_t congested;		      /**< RESULTs with CONGESTED */
+	uint64_t error_checks;		      /**< sampled error measurements */
+	double max_rel_error;		      /**< largest sampled relative error */
+	uint32_t tensors_disabled;	      /**< tensors moved off the switch by the alarm */
+	double p50_us, p90_us, p99_us;	      /**< completion time percentiles, all collectives */
+	double fallback_rate;		      /**< fallback / collectives (alarm above 0.1) */
+};
+
+struct cais_comm;
+struct cais_request;
+
+/** Fill c with defaults: threshold 1 MiB, 500 us, 8 retries, 30 s, scale 1024, K 100, 1e-3. */
+void cais_config_init(struct cais_config *c);
+
+/**
+ * Create a communicator: bind this rank's UDP port (switch traffic) and TCP
+ * port (ring, peers), start its progress thread. Does not wait for peers.
+ * @return 0; -EINVAL (a field out of range: rank >= world, world 0 or > 255,
+ *         slots not a power of two, elems 0 or > 2048, scale <= 0, no peers);
+ *         -EMSGSIZE (a packet of elems elements would not fit the MTU of the
+ *         route to the switch: the switch drops fragments); -EADDRINUSE or
+ *         another socket error of bind(); -ENOMEM
+ */
+int cais_comm_create(const struct cais_config *cfg, struct cais_comm **comm);
+
+/**
+ * Stop the progress thread and free everything. Requests still outstanding
+ * end with -ECANCELED; they must not be used afterwards. Peers that still
+ * need this rank's results will not get them: destroy a communicator on all
+ * ranks after the last collective, as with MPI_Comm_free.
+ * @return 0; -EINVAL for NULL
+ */
+int cais_comm_destroy(struct cais_comm *comm);
+
+/**
+ * Set a tensor's fixed-point scale and whether it may use the switch. The
+ * same on every rank, before its first collective or between collectives.
+ * @return 0; -EINVAL (scale <= 0 or not finite); -ENOMEM
+ */
+int cais_tensor_set(struct cais_comm *comm, uint32_t tensor, double scale, bool offload);
+
+/** Set the offload threshold in bytes (the same on every rank). @return 0; -EINVAL */
+int cais_set_threshold(struct cais_comm *comm, size_t bytes);
+
+/** Choose the path of the next collectives (the same on every rank). @return 0; -EINVAL */
+int cais_set_path(struct cais_comm *comm, enum cais_path path);
+
+/**
+ * Start an all-reduce of count elements of send into recv (recv == send is
+ * allowed). The buffers must stay valid and unchanged (send) until the
+ * request completes. Takes the next count/elems chunks of seq.
+ * @return 0 and *req; -EINVAL (count 0, NULL buffers, bad dtype or op,
+ *         partially overlapping buffers); -ENOMEM; -ECANCELED (destroying)
+ */
+int cais_iallreduce(struct cais_comm *comm, uint32_t tensor, const void *send, void *recv,
+		    size_t count, enum cais_datatype dtype, enum cais_redop op,
+		    struct cais_request **req);
+
+/**
+ * Has the request completed? Never blocks. When *done is set the request is
+ * freed and the return value is the collective's result.
+ * @return 0; with *done: the collective's error (-ETIMEDOUT when it could not
+ *         complete within timeout_ms, -ECONNREFUSED on the switch-only path
+ *         when the switch cannot help, -ECANCELED, -ENETDOWN)
+ */
+int cais_test(struct cais_request *req, int *done);
+
+/** cais_test() that also reports the completion details (st may be NULL). */
+int cais_test_status(struct cais_request *req, int *done, struct cais_status *st);
+
+/**
+ * Wait for the request (at most about timeout_ms), free it.
+ * @return the collective's result, as cais_test()
+ */
+int cais_wait(struct cais_request *req);
+
+/** cais_wait() that also reports the completion details (st may be NULL). */
+int cais_wait_status(struct cais_request *req, struct cais_status *st);
+
+/** cais_iallreduce() + cais_wait(). @return as both */
+int cais_allreduce(struct cais_comm *comm, uint32_t tensor, const void *send, void *recv,
+		   size_t count, enum cais_datatype dtype, enum cais_redop op);
+
+/** Copy the communicator's counters. @return 0; -EINVAL */
+int cais_metrics_get(struct cais_comm *comm, struct cais_metrics *m);
+
+/** @return a text for an error code returned by this library (either sign). */
+const char *cais_strerror(int err);
+
+/** @return "f32", "bf16", "f16", "i32" / "sum", "avg", "max", "min" / "switch", "ring", "auto". */
+const char *cais_datatype_name(enum cais_datatype dt);
+const char *cais_redop_name(enum cais_redop op);
+const char *cais_path_name(enum cais_path path);
+/** @return the text of a fallback reason. */
+const char *cais_fallback_name(enum cais_fallback fb);
+
+/** @return the size in bytes of one element of dt, 0 if undefined. */
+size_t cais_datatype_size(enum cais_datatype dt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAIS_H */

@@ -1,0 +1,820 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libcais end to end in one process: n communicators (one thread per rank)
+ * on loopback, a model of the switch (fake_switch.h) with faults on demand.
+ * Every element of every result is checked against a double-precision
+ * reference, within PROTOCOL.md section 6's bounds.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <cais/cais.h>
+
+#include "fake_switch.h"
+#include "../../agent/quant.h"
+
+#define MAXN 8
+
+static struct fake_switch *SW;
+static struct sockaddr_in PEERS[MAXN];
+static struct cais_comm *COMM[MAXN];
+static unsigned int N;
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A free loopback port (UDP and TCP both free at the time of asking). */
+static uint16_t
+free_port(void)
+{
+	for (;;) {
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		socklen_t l = sizeof(a);
+		int u = socket(AF_INET, SOCK_DGRAM, 0), t = socket(AF_INET, SOCK_STREAM, 0);
+		uint16_t port;
+		int ok;
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		bind(u, (struct sockaddr *)&a, sizeof(a));
+		getsockname(u, (struct sockaddr *)&a, &l);
+		port = ntohs(a.sin_port);
+		ok = bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(u);
+		close(t);
+		if (ok)
+			return port;
+	}
+}
+
+struct setup_opts {
+	unsigned int n, slots, elems;
+	size_t threshold;
+	uint32_t retries, timeout_ms, check_every;
+	double scale;
+};
+
+static void
+setup_comms(const struct setup_opts *o)
+{
+	struct cais_config cfg;
+
+	N = o->n;
+	SW = fs_start(N, o->slots);
+	for (unsigned int r = 0; r < N; r++) {
+		PEERS[r].sin_family = AF_INET;
+		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		PEERS[r].sin_port = htons(free_port());
+	}
+	for (unsigned int r = 0; r < N; r++) {
+		cais_config_init(&cfg);
+		cfg.tenant = 1;
+		cfg.session = 1;
+		cfg.rank = r;
+		cfg.world = N;
+		cfg.switch_addr = SW->addr;
+		cfg.peers = PEERS;
+		cfg.slots = o->slots;
+		cfg.elems = (uint16_t)o->elems;
+		cfg.threshold = o->threshold;
+		cfg.scale = o->scale ? o->scale : 1024;
+		if (o->retries)
+			cfg.retries = o->retries;
+		if (o->timeout_ms)
+			cfg.timeout_ms = o->timeout_ms;
+		cfg.check_every = o->check_every;
+		assert_int_equal(cais_comm_create(&cfg, &COMM[r]), 0);
+	}
+}
+
+static void
+teardown_comms(void)
+{
+	for (unsigned int r = 0; r < N; r++)
+		assert_int_equal(cais_comm_destroy(COMM[r]), 0);
+	fs_stop(SW);
+	SW = NULL;
+}
+
+/* ---- values and bounds ---- */
+
+static float
+value(unsigned int rank, size_t i, unsigned int iter)
+{
+	/* multiples of 1/16 up to about 32: exact in bf16, fp16 and at scale 1024 */
+	return (float)((int)((rank * 7919u + i * 104729u + iter * 31u) % 1001u) - 500) / 16.0f;
+}
+
+static void
+fill(void *buf, enum cais_datatype dt, unsigned int rank, size_t count, unsigned int iter)
+{
+	for (size_t i = 0; i < count; i++) {
+		float v = value(rank, i, iter);
+
+		switch (dt) {
+		case CAIS_FLOAT32:
+			((float *)buf)[i] = v;
+			break;
+		case CAIS_BFLOAT16:
+			((uint16_t *)buf)[i] = cais_f32_to_bf16(v);
+			break;
+		case CAIS_FLOAT16:
+			((uint16_t *)buf)[i] = cais_f32_to_f16(v);
+			break;
+		case CAIS_INT32:
+			((int32_t *)buf)[i] = (int32_t)(v * 16);
+			break;
+		}
+	}
+}
+
+/* Rank r's element i as the dtype holds it. */
+static double
+input(enum cais_datatype dt, unsigned int r, size_t i, unsigned int iter)
+{
+	float v = value(r, i, iter);
+
+	switch (dt) {
+	case CAIS_BFLOAT16:
+		return cais_bf16_to_f32(cais_f32_to_bf16(v));
+	case CAIS_FLOAT16:
+		return cais_f16_to_f32(cais_f32_to_f16(v));
+	case CAIS_INT32:
+		return (int32_t)(v * 16);
+	default:
+		return v;
+	}
+}
+
+static double
+expected(enum cais_datatype dt, enum cais_redop op, size_t i, unsigned int iter)
+{
+	double acc = 0;
+
+	for (unsigned int r = 0; r < N; r++) {
+		double v = input(dt, r, i, iter);
+
+		if (r == 0 || op == CAIS_OP_SUM || op == CAIS_OP_AVG)
+			acc = (r == 0) ? v : acc + v;
+		else if (op == CAIS_OP_MAX)
+			acc = v > acc ? v : acc;
+		else
+			acc = v < acc ? v : acc;
+	}
+	if (op == CAIS_OP_AVG)
+		acc = dt == CAIS_INT32 ? (double)((int64_t)acc / (int64_t)N) : acc / N;
+	return acc;
+}
+
+static double
+got_value(const void *buf, enum cais_datatype dt, size_t i)
+{
+	switch (dt) {
+	case CAIS_FLOAT32:
+		return ((const float *)buf)[i];
+	case CAIS_BFLOAT16:
+		return cais_bf16_to_f32(((const uint16_t *)buf)[i]);
+	case CAIS_FLOAT16:
+		return cais_f16_to_f32(((const uint16_t *)buf)[i]);
+	default:
+		return ((const int32_t *)buf)[i];
+	}
+}
+
+/* Wrong elements of a result, by PROTOCOL.md section 6 (switch or ring bound). */
+static size_t
+check(const void *buf, enum cais_datatype dt, enum cais_redop op, size_t count, unsigned int iter,
+      double scale)
+{
+	double eps = dt == CAIS_FLOAT32 ? 0x1p-24 : dt == CAIS_FLOAT16 ? 0x1p-11 : 0x1p-8;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		double e = expected(dt, op, i, iter), g = got_value(buf, dt, i);
+		double bound = dt == CAIS_INT32 ? 0 : N / scale + fabs(e) * eps * (N + 1);
+
+		if (fabs(g - e) > bound) {
+			if (bad < 3)
+				print_message("element %zu: got %.9g, want %.9g (bound %.3g)\n", i, g, e,
+					      bound);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/* ---- running the ranks ---- */
+
+typedef int (*rank_fn)(unsigned int rank, void *arg);
+
+struct rank_job {
+	rank_fn fn;
+	void *arg;
+	unsigned int rank;
+	int rc;
+};
+
+static void *
+rank_thread(void *p)
+{
+	struct rank_job *j = p;
+
+	j->rc = j->fn(j->rank, j->arg);
+	return NULL;
+}
+
+static void
+run_ranks(rank_fn fn, void *arg)
+{
+	pthread_t t[MAXN];
+	struct rank_job j[MAXN];
+
+	for (unsigned int r = 0; r < N; r++) {
+		j[r] = (struct rank_job){.fn = fn, .arg = arg, .rank = r};
+		pthread_create(&t[r], NULL, rank_thread, &j[r]);
+	}
+	for (unsigned int r = 0; r < N; r++) {
+		pthread_join(t[r], NULL);
+		if (j[r].rc)
+			fail_msg("rank %u failed: %d", r, j[r].rc);
+	}
+}
+
+struct coll {
+	enum cais_datatype dt;
+	enum cais_redop op;
+	size_t count;
+	unsigned int iters;
+	uint32_t tensor;
+	bool in_place;
+	enum cais_path want_path;  /**< checked when not AUTO */
+	enum cais_fallback want_fb; /**< checked when want_path is RING */
+	unsigned int slow_rank;	    /**< this rank sleeps slow_ms before each collective */
+	unsigned int slow_ms;
+	double scale;
+	uint64_t max_ms; /**< when > 0: each collective within this time */
+};
+
+static int
+run_coll(unsigned int rank, void *arg)
+{
+	const struct coll *k = arg;
+	size_t esz = cais_datatype_size(k->dt);
+	void *send = malloc(k->count * esz), *recv = malloc(k->count * esz);
+	double scale = k->scale ? k->scale : 1024;
+	int rc = 0;
+
+	for (unsigned int it = 0; it < k->iters && rc == 0; it++) {
+		struct cais_request *req;
+		struct cais_status st;
+		void *out = k->in_place ? send : recv;
+		uint64_t t0;
+		size_t bad;
+
+		fill(send, k->dt, rank, k->count, it);
+		if (k->slow_ms && rank == k->slow_rank)
+			usleep(k->slow_ms * 1000);
+		t0 = now_ms();
+		rc = cais_iallreduce(COMM[rank], k->tensor, send, out, k->count, k->dt, k->op, &req);
+		if (rc == 0)
+			rc = cais_wait_status(req, &st);
+		if (rc) {
+			print_message("rank %u iter %u: %s\n", rank, it, cais_strerror(rc));
+			break;
+		}
+		bad = check(out, k->dt, k->op, k->count, it, scale);
+		if (bad) {
+			print_message("rank %u iter %u %s %s count %zu path %s: %zu wrong\n", rank, it,
+				      cais_datatype_name(k->dt), cais_redop_name(k->op), k->count,
+				      cais_path_name(st.path), bad);
+			rc = -1000;
+		} else if (k->want_path != CAIS_PATH_AUTO && st.path != k->want_path) {
+			print_message("rank %u iter %u: path %s (%s), want %s\n", rank, it,
+				      cais_path_name(st.path), cais_fallback_name(st.fallback),
+				      cais_path_name(k->want_path));
+			rc = -1001;
+		} else if (k->want_path == CAIS_PATH_RING && k->want_fb != CAIS_FB_NONE &&
+			   st.fallback != k->want_fb) {
+			print_message("rank %u iter %u: fallback '%s', want '%s'\n", rank, it,
+				      cais_fallback_name(st.fallback),
+				      cais_fallback_name(k->want_fb));
+			rc = -1002;
+		} else if (k->max_ms && now_ms() - t0 > k->max_ms) {
+			print_message("rank %u iter %u: %llu ms, want at most %llu\n", rank, it,
+				      (unsigned long long)(now_ms() - t0),
+				      (unsigned long long)k->max_ms);
+			rc = -1003;
+		}
+	}
+	free(send);
+	free(recv);
+	return rc;
+}
+
+/* The fake switch's tensor for an op (the real switch: a tensor entry per op). */
+static uint32_t
+tensor_for(enum cais_redop op)
+{
+	return op == CAIS_OP_MAX ? FS_TENSOR_MAX : op == CAIS_OP_MIN ? FS_TENSOR_MIN : 1;
+}
+
+static const struct setup_opts default_opts = {
+	.n = 4, .slots = 64, .elems = 256, .threshold = 0, .timeout_ms = 20000,
+};
+
+/* Every dtype and op, sizes around the packet size, through the switch. */
+static void
+t_basic(void **state)
+{
+	static const size_t counts[] = {1, 255, 256, 257, 1000, 5000};
+
+	(void)state;
+	setup_comms(&default_opts);
+	for (int dt = 0; dt < 4; dt++)
+		for (int op = 0; op < 4; op++)
+			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+				struct coll k = {.dt = dt, .op = op, .count = counts[c], .iters = 2,
+						 .tensor = tensor_for(op), .want_path = CAIS_PATH_SWITCH};
+
+				run_ranks(run_coll, &k);
+			}
+	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	teardown_comms();
+}
+
+/* The ring: every dtype and op, sizes below the world size too (empty segments). */
+static void
+t_ring(void **state)
+{
+	static const size_t counts[] = {1, 3, 4, 5, 257, 5000, 100003};
+
+	(void)state;
+	setup_comms(&default_opts);
+	for (unsigned int r = 0; r < N; r++)
+		assert_int_equal(cais_set_path(COMM[r], CAIS_PATH_RING), 0);
+	for (int dt = 0; dt < 4; dt++)
+		for (int op = 0; op < 4; op++)
+			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+				struct coll k = {.dt = dt, .op = op, .count = counts[c], .iters = 2,
+						 .tensor = tensor_for(op), .want_path = CAIS_PATH_RING,
+						 .want_fb = CAIS_FB_FORCED};
+
+				run_ranks(run_coll, &k);
+			}
+	teardown_comms();
+}
+
+/* Below the offload threshold: the ring, and the seqs still advance alike. */
+static void
+t_threshold(void **state)
+{
+	struct setup_opts o = default_opts;
+	struct coll small = {.dt = CAIS_FLOAT32, .count = 1000, .iters = 3, .tensor = 1,
+			     .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_THRESHOLD};
+	struct coll big = {.dt = CAIS_FLOAT32, .count = 300000, .iters = 2, .tensor = 1,
+			   .want_path = CAIS_PATH_SWITCH};
+
+	(void)state;
+	o.threshold = 1 << 20;
+	setup_comms(&o);
+	run_ranks(run_coll, &small);
+	run_ranks(run_coll, &big);
+	run_ranks(run_coll, &small);
+	teardown_comms();
+}
+
+static uint64_t
+metric_sum(size_t off)
+{
+	uint64_t total = 0;
+
+	for (unsigned int r = 0; r < N; r++) {
+		struct cais_metrics m;
+
+		assert_int_equal(cais_metrics_get(COMM[r], &m), 0);
+		total += *(const uint64_t *)((const uint8_t *)&m + off);
+	}
+	return total;
+}
+#define METRIC(field) metric_sum(offsetof(struct cais_metrics, field))
+
+/* DATA and RESULTs lost, RESULTs duplicated and reordered: retransmissions recover, on the switch. */
+static void
+t_loss(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 20000, .iters = 20, .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH};
+
+	(void)state;
+	setup_comms(&default_opts);
+	atomic_store(&SW->data_loss_pct, 5);
+	atomic_store(&SW->result_loss_pct, 5);
+	atomic_store(&SW->dup_pct, 10);
+	atomic_store(&SW->reorder_pct, 10);
+	run_ranks(run_coll, &k);
+	k.dt = CAIS_BFLOAT16;
+	k.op = CAIS_OP_MAX;
+	k.tensor = FS_TENSOR_MAX;
+	run_ranks(run_coll, &k);
+	print_message("retransmissions %llu, RESULTs ignored %llu, chunks from peers %llu\n",
+		      (unsigned long long)METRIC(retransmissions),
+		      (unsigned long long)METRIC(results_ignored),
+		      (unsigned long long)METRIC(peer_chunks));
+	assert_true(METRIC(retransmissions) > 0);
+	assert_true(METRIC(results_ignored) > 0);
+	assert_int_equal(METRIC(in_network), 4 * 40);
+	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	teardown_comms();
+}
+
+/* A tensor the switch does not have: REJECT, the ring at once (no timeout wait). */
+static void
+t_reject(void **state)
+{
+	struct setup_opts o = default_opts;
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 3, .tensor = 7,
+			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_REJECT, .max_ms = 300};
+	struct coll ok = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+			  .want_path = CAIS_PATH_SWITCH};
+
+	(void)state;
+	o.retries = 30; /* a fallback by timer would take seconds */
+	setup_comms(&o);
+	atomic_store(&SW->reject_tensor, 7);
+	run_ranks(run_coll, &k);
+	run_ranks(run_coll, &ok);
+	assert_true(atomic_load(&SW->rejects) > 0);
+	teardown_comms();
+}
+
+/* Forward-only: REJECT FWD_ONLY, the ring; computing again afterwards. */
+static void
+t_fwd_only(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT16, .count = 3000, .iters = 2, .tensor = 1,
+			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_FWD_ONLY};
+	struct coll ok = {.dt = CAIS_FLOAT16, .count = 3000, .iters = 2, .tensor = 1,
+			  .want_path = CAIS_PATH_SWITCH};
+
+	(void)state;
+	setup_comms(&default_opts);
+	atomic_store(&SW->fwd_only, 1);
+	run_ranks(run_coll, &k);
+	atomic_store(&SW->fwd_only, 0);
+	run_ranks(run_coll, &ok);
+	teardown_comms();
+}
+
+/* A silent switch: after the retries every rank asks its peers, none has it: the ring. */
+static void
+t_silent(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_SILENT, .max_ms = 5000};
+	struct coll ok = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+			  .want_path = CAIS_PATH_SWITCH};
+
+	(void)state;
+	setup_comms(&default_opts);
+	atomic_store(&SW->silent, 1);
+	run_ranks(run_coll, &k);
+	atomic_store(&SW->silent, 0);
+	run_ranks(run_coll, &ok);
+	teardown_comms();
+}
+
+/* One rank's RESULTs all lost (and the stored ones too): it gets them from its peers. */
+static void
+t_results_lost_one_rank(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 5000, .iters = 3, .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH};
+	struct cais_metrics m;
+
+	(void)state;
+	setup_comms(&default_opts);
+	atomic_store(&SW->drop_results_to, 2);
+	run_ranks(run_coll, &k);
+	assert_int_equal(cais_metrics_get(COMM[2], &m), 0);
+	print_message("rank 2: %llu chunks from peers, %llu retransmissions\n",
+		      (unsigned long long)m.peer_chunks, (unsigned long long)m.retransmissions);
+	assert_int_equal(m.peer_chunks, 3 * 20);
+	assert_int_equal(m.in_network, 3);
+	atomic_store(&SW->drop_results_to, -1);
+	teardown_comms();
+}
+
+/* The fixed-point sum overflows: OVERFLOW, the ring in float, the right answer. */
+static void
+t_overflow(void **state)
+{
+	struct setup_opts o = default_opts;
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 2000, .iters = 2, .tensor = 1,
+			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_OVERFLOW,
+			 .scale = 0x1p25};
+
+	(void)state;
+	o.scale = 0x1p25; /* 31.25 x 2^25 < 2^31, four of them are not */
+	setup_comms(&o);
+	run_ranks(run_coll, &k);
+	teardown_comms();
+}
+
+static void
+t_in_place(void **state)
+{
+	(void)state;
+	setup_comms(&default_opts);
+	for (int dt = 0; dt < 4; dt++) {
+		struct coll k = {.dt = dt, .op = CAIS_OP_AVG, .count = 3001, .iters = 2,
+				 .tensor = 1, .in_place = true, .want_path = CAIS_PATH_SWITCH};
+
+		run_ranks(run_coll, &k);
+		for (unsigned int r = 0; r < N; r++)
+			cais_set_path(COMM[r], CAIS_PATH_RING);
+		k.want_path = CAIS_PATH_RING;
+		run_ranks(run_coll, &k);
+		/* in place and overflowing: the ring needs the input the switch could not sum */
+		for (unsigned int r = 0; r < N; r++)
+			cais_set_path(COMM[r], CAIS_PATH_AUTO);
+	}
+	teardown_comms();
+}
+
+/* Several collectives outstanding on each communicator, completed out of order. */
+static int
+run_outstanding(unsigned int rank, void *arg)
+{
+	enum { K = 6 };
+	static const size_t counts[K] = {100, 70000, 1, 2048, 30000, 511};
+	float *buf[K];
+	struct cais_request *req[K];
+	int rc = 0;
+
+	(void)arg;
+	for (int j = 0; j < K; j++) {
+		buf[j] = malloc(counts[j] * sizeof(float));
+		fill(buf[j], CAIS_FLOAT32, rank, counts[j], (unsigned int)j);
+		rc = cais_iallreduce(COMM[rank], 1, buf[j], buf[j], counts[j], CAIS_FLOAT32,
+				     CAIS_OP_SUM, &req[j]);
+		if (rc)
+			return rc;
+	}
+	for (int j = K - 1; j >= 0; j--) {
+		int err = cais_wait(req[j]);
+
+		if (err)
+			rc = err;
+		else if (check(buf[j], CAIS_FLOAT32, CAIS_OP_SUM, counts[j], (unsigned int)j, 1024))
+			rc = -1000;
+		free(buf[j]);
+	}
+	return rc;
+}
+
+static void
+t_outstanding(void **state)
+{
+	struct setup_opts o = default_opts;
+
+	(void)state;
+	o.slots = 8; /* a window smaller than one collective */
+	setup_comms(&o);
+	for (int i = 0; i < 3; i++)
+		run_ranks(run_outstanding, NULL);
+	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	teardown_comms();
+}
+
+/* One rank late to every collective: the others wait for it, on the switch. */
+static void
+t_slow_rank(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 5000, .iters = 3, .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH, .slow_rank = 3, .slow_ms = 300};
+
+	(void)state;
+	setup_comms(&default_opts);
+	run_ranks(run_coll, &k);
+	teardown_comms();
+}
+
+/* The switch restarts (forgets every slot) again and again during a stream. */
+static void *
+restarter(void *arg)
+{
+	atomic_bool *stop = arg;
+
+	while (!atomic_load(stop)) {
+		usleep(30000);
+		fs_restart(SW);
+	}
+	return NULL;
+}
+
+static void
+t_restart(void **state)
+{
+	struct coll k = {.dt = CAIS_BFLOAT16, .count = 40000, .iters = 15, .tensor = 1};
+	atomic_bool stop = false;
+	pthread_t t;
+
+	(void)state;
+	setup_comms(&default_opts);
+	pthread_create(&t, NULL, restarter, &stop);
+	run_ranks(run_coll, &k);
+	atomic_store(&stop, true);
+	pthread_join(t, NULL);
+	print_message("restarts: in-network %llu, ring %llu, chunks from peers %llu\n",
+		      (unsigned long long)METRIC(in_network),
+		      (unsigned long long)(METRIC(collectives) - METRIC(in_network)),
+		      (unsigned long long)METRIC(peer_chunks));
+	teardown_comms();
+}
+
+/* One collective on a corrupting switch: the sampled error must be above the alarm. */
+static int
+run_corrupt(unsigned int rank, void *arg)
+{
+	float *b = malloc(3000 * sizeof(float));
+	struct cais_request *req;
+	struct cais_status st;
+	int rc;
+
+	(void)arg;
+	fill(b, CAIS_FLOAT32, rank, 3000, 0);
+	rc = cais_iallreduce(COMM[rank], 1, b, b, 3000, CAIS_FLOAT32, CAIS_OP_SUM, &req);
+	if (rc == 0)
+		rc = cais_wait_status(req, &st);
+	if (rc == 0 && (st.path != CAIS_PATH_SWITCH || !(st.rel_error > 1e-3))) {
+		print_message("rank %u: path %s, relative error %g\n", rank, cais_path_name(st.path),
+			      st.rel_error);
+		rc = -1;
+	}
+	free(b);
+	return rc;
+}
+
+/* Sampled error against the ring; a switch that corrupts sums trips the alarm. */
+static void
+t_error_alarm(void **state)
+{
+	struct setup_opts o = default_opts;
+	struct coll k = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH};
+	struct cais_metrics m;
+
+	(void)state;
+	o.check_every = 1;
+	setup_comms(&o);
+	run_ranks(run_coll, &k);
+	assert_int_equal(cais_metrics_get(COMM[0], &m), 0);
+	assert_int_equal(m.error_checks, 2);
+	assert_true(m.max_rel_error < 1e-3);
+	assert_int_equal(m.tensors_disabled, 0);
+	/* now the switch adds 1.0 (1024 at scale 1024) to every element */
+	atomic_store(&SW->corrupt, 1024);
+	run_ranks(run_corrupt, NULL);
+	for (unsigned int r = 0; r < N; r++) {
+		assert_int_equal(cais_metrics_get(COMM[r], &m), 0);
+		assert_int_equal(m.tensors_disabled, 1);
+	}
+	/* every rank saw the same error: tensor 1 leaves the switch everywhere */
+	k.want_path = CAIS_PATH_RING;
+	k.want_fb = CAIS_FB_ERROR_ALARM;
+	run_ranks(run_coll, &k);
+	teardown_comms();
+}
+
+/* A rank that never comes: the others end with -ETIMEDOUT within the bound. */
+static int
+run_timeout(unsigned int rank, void *arg)
+{
+	float b[100];
+	uint64_t t0 = now_ms();
+	int rc;
+
+	(void)arg;
+	if (rank == 1)
+		return 0;
+	fill(b, CAIS_FLOAT32, rank, 100, 0);
+	rc = cais_allreduce(COMM[rank], 1, b, b, 100, CAIS_FLOAT32, CAIS_OP_SUM);
+	if (rc != -ETIMEDOUT || now_ms() - t0 > 3000) {
+		print_message("rank %u: %s after %llu ms\n", rank, cais_strerror(rc),
+			      (unsigned long long)(now_ms() - t0));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+t_timeout(void **state)
+{
+	struct setup_opts o = default_opts;
+
+	(void)state;
+	o.n = 2;
+	o.timeout_ms = 1000;
+	setup_comms(&o);
+	run_ranks(run_timeout, NULL);
+	teardown_comms();
+}
+
+/* Bad configurations and arguments. */
+static void
+t_errors(void **state)
+{
+	struct cais_config cfg;
+	struct cais_comm *c;
+	struct sockaddr_in peers[2];
+	float x[4] = {0};
+	struct cais_request *req;
+
+	(void)state;
+	setup_comms(&default_opts);
+	for (int i = 0; i < 2; i++) {
+		peers[i].sin_family = AF_INET;
+		peers[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		peers[i].sin_port = htons(free_port());
+	}
+	cais_config_init(&cfg);
+	cfg.world = 2;
+	cfg.peers = peers;
+	cfg.switch_addr = SW->addr;
+	cfg.rank = 2;
+	assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+	cfg.rank = 0;
+	cfg.slots = 12;
+	assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+	cfg.slots = 8;
+	cfg.elems = 4096;
+	assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+	cfg.elems = 64;
+	cfg.scale = 0;
+	assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+	cfg.scale = 1;
+	cfg.peers = NULL;
+	assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+	cfg.peers = PEERS; /* rank 0's address is taken by COMM[0] */
+	assert_int_equal(cais_comm_create(&cfg, &c), -EADDRINUSE);
+	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x, 0, CAIS_FLOAT32, CAIS_OP_SUM, &req),
+			 -EINVAL);
+	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x, 4, (enum cais_datatype)9, CAIS_OP_SUM,
+					 &req),
+			 -EINVAL);
+	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x + 1, 3, CAIS_FLOAT32, CAIS_OP_SUM, &req),
+			 -EINVAL);
+	assert_int_equal(cais_tensor_set(COMM[0], 1, -1, true), -EINVAL);
+	assert_int_equal(cais_set_path(COMM[0], (enum cais_path)7), -EINVAL);
+	assert_string_equal(cais_strerror(-ETIMEDOUT),
+			    "the collective did not complete within the configured bound "
+			    "(timeout_ms)");
+	assert_string_equal(cais_datatype_name(CAIS_BFLOAT16), "bf16");
+	assert_string_equal(cais_fallback_name(CAIS_FB_OVERFLOW),
+			    "fixed-point sum overflowed (OVERFLOW)");
+	teardown_comms();
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_basic),
+		cmocka_unit_test(t_ring),
+		cmocka_unit_test(t_threshold),
+		cmocka_unit_test(t_loss),
+		cmocka_unit_test(t_reject),
+		cmocka_unit_test(t_fwd_only),
+		cmocka_unit_test(t_silent),
+		cmocka_unit_test(t_results_lost_one_rank),
+		cmocka_unit_test(t_overflow),
+		cmocka_unit_test(t_in_place),
+		cmocka_unit_test(t_outstanding),
+		cmocka_unit_test(t_slow_rank),
+		cmocka_unit_test(t_restart),
+		cmocka_unit_test(t_error_alarm),
+		cmocka_unit_test(t_timeout),
+		cmocka_unit_test(t_errors),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
