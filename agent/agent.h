@@ -41,37 +41,37 @@
 /* ---- sizes and timers, with their reasons ---- */
 
 /** Datagrams per sendmmsg/recvmmsg: amortises the syscall, bounded stack use. */
-#define AG_BATCH 64
+#define AG_BATCH	    64
 /** One received datagram: the largest CAIS message (24 + 4 x 2048) and headers. */
-#define AG_DGRAM 9216
+#define AG_DGRAM	    9216
 /** Retransmission backoff doubles up to this (a restarting switch takes a while). */
-#define AG_RETX_CAP_US 20000u
+#define AG_RETX_CAP_US	    20000u
 /** While waiting on peers for a silent chunk, ask again this often. */
-#define AG_QUERY_US 20000u
+#define AG_QUERY_US	    20000u
 /** A peer not listening yet (starting up): connect again after this. */
 #define AG_CONNECT_RETRY_US 20000u
 /** Ring data moves in messages of at most this many bytes (bounded receive buffers). */
-#define AG_RING_PIECE (256u << 10)
+#define AG_RING_PIECE	    (256u << 10)
 /** Sockets one progress thread polls at most (peers x 2 + 3). */
-#define AG_MAX_POLL 1024
+#define AG_MAX_POLL	    1024
 /** Completed in-network collectives remembered, to answer RING_REQ with FINISHED. */
-#define AG_FINISHED_LOG 4096u
+#define AG_FINISHED_LOG	    4096u
 /** Latency histogram: 8 sub-buckets per power of two of nanoseconds. */
-#define AG_HIST_SUB 8u
-#define AG_HIST_BUCKETS (64u * AG_HIST_SUB)
+#define AG_HIST_SUB	    8u
+#define AG_HIST_BUCKETS	    (64u * AG_HIST_SUB)
 
 /* ---- peer messages (TCP) ---- */
 
 #define AG_MSG_MAGIC 0xCA15CA1Fu
 
 enum ag_msg_type {
-	AG_HELLO = 1,	 /**< first message of a connection: rank, connection kind */
-	AG_FETCH,	 /**< seq, n: the results of seqs [seq, seq + n), please */
-	AG_FETCH_OK,	 /**< seq, n elements, flags: one chunk's fixed-point result */
-	AG_FETCH_NO,	 /**< seq, flags = enum ag_have: why not */
-	AG_RING_REQ,	 /**< seq0, n chunks, off = count: I join the ring for this collective */
-	AG_FINISHED,	 /**< seq0: I finished it in-network; fetch from me */
-	AG_RING_DATA,	 /**< seq0, n = step, off = byte offset in the segment: ring payload */
+	AG_HELLO = 1, /**< first message of a connection: rank, connection kind */
+	AG_FETCH,     /**< seq, n: the results of seqs [seq, seq + n), please */
+	AG_FETCH_OK,  /**< seq, n elements, flags: one chunk's fixed-point result */
+	AG_FETCH_NO,  /**< seq, flags = enum ag_have: why not */
+	AG_RING_REQ,  /**< seq0, n chunks, off = count: I join the ring for this collective */
+	AG_FINISHED,  /**< seq0: I finished it in-network; fetch from me */
+	AG_RING_DATA, /**< seq0, n = step, off = byte offset in the segment: ring payload */
 };
 
 /** Connection kinds (AG_HELLO flags). */
@@ -111,8 +111,8 @@ struct ag_out {
 
 struct ag_conn {
 	int fd;
-	int peer;	 /**< rank, -1 until HELLO */
-	int kind;	 /**< enum ag_conn_kind */
+	int peer; /**< rank, -1 until HELLO */
+	int kind; /**< enum ag_conn_kind */
 	bool outbound;
 	bool connecting; /**< non-blocking connect in progress */
 	uint64_t retry_at;
@@ -146,7 +146,7 @@ struct ag_slot {
 	uint64_t next_query;
 	uint8_t answered[32]; /**< peers that answered this round of FETCH */
 	uint16_t n_answered;
-	bool any_waiting;     /**< some peer has not sent it, or sent it recently */
+	bool any_waiting; /**< some peer has not sent it, or sent it recently */
 	struct cais_hdr hdr;
 };
 
@@ -174,9 +174,9 @@ struct ag_ring {
 	unsigned int n_join; /**< peers that sent RING_REQ */
 	uint8_t *joined;     /**< per rank */
 	bool started;
-	unsigned int send_step; /**< next step to queue for sending, 0..2(n-1) */
-	unsigned int recv_step; /**< step being received */
-	uint64_t recv_got;	/**< bytes of recv_step received */
+	unsigned int send_step;	 /**< next step to queue for sending, 0..2(n-1) */
+	unsigned int recv_step;	 /**< step being received */
+	uint64_t recv_got;	 /**< bytes of recv_step received */
 	unsigned int sends_left; /**< queued ring messages not yet written */
 };
 
@@ -192,20 +192,20 @@ struct cais_request {
 	uint32_t seq0;
 	uint32_t nchunks;
 	float scale;
-	int state;		     /**< enum ag_req_state */
-	enum cais_fallback fb;	     /**< why the ring */
-	bool switch_only;	     /**< CAIS_PATH_SWITCH: fail instead of the ring */
-	bool check;		     /**< sample the error against the ring */
-	bool in_check;		     /**< in-network done; its reference ring is running */
-	bool via_switch;	     /**< the result came from the switch (directly or via peers) */
-	uint8_t *stage;		     /**< nchunks x elems x 4: quantized input, then results (BE) */
-	uint8_t *resolved;	     /**< per chunk: has its result */
+	int state;	       /**< enum ag_req_state */
+	enum cais_fallback fb; /**< why the ring */
+	bool switch_only;      /**< CAIS_PATH_SWITCH: fail instead of the ring */
+	bool check;	       /**< sample the error against the ring */
+	bool in_check;	       /**< in-network done; its reference ring is running */
+	bool via_switch;       /**< the result came from the switch (directly or via peers) */
+	uint8_t *stage;	       /**< nchunks x elems x 4: quantized input, then results (BE) */
+	uint8_t *resolved;     /**< per chunk: has its result */
 	uint32_t n_resolved;
-	uint32_t next_idx;	     /**< next chunk to send */
+	uint32_t next_idx; /**< next chunk to send */
 	bool overflow;
 	struct ag_ring *ring;
-	int fetch_from;		     /**< the peer that answered FINISHED, or -1 */
-	uint32_t fetch_asked;	     /**< chunks requested from it */
+	int fetch_from;	      /**< the peer that answered FINISHED, or -1 */
+	uint32_t fetch_asked; /**< chunks requested from it */
 	uint64_t t_issue;
 	uint64_t deadline;
 	uint32_t retx;
@@ -254,7 +254,7 @@ struct cais_comm {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /**< signalled on every completion */
 	struct ag_req_list submitted;
-	uint32_t next_seq;   /**< seq0 of the next collective issued */
+	uint32_t next_seq; /**< seq0 of the next collective issued */
 	uint64_t innet_issued;
 	size_t threshold;
 	enum cais_path path;
@@ -284,11 +284,11 @@ struct cais_comm {
 		uint32_t seq0, nchunks;
 	} finished[AG_FINISHED_LOG]; /**< ring log of collectives finished in-network */
 	unsigned int n_finished;
-	uint8_t *rxbuf;		     /**< AG_BATCH x AG_DGRAM */
-	struct pollfd *pfd;	     /**< AG_MAX_POLL */
-	bool udp_blocked;	     /**< the socket refused a send: wait for POLLOUT */
-	uint64_t srtt, rttvar;	     /**< round-trip estimate of chunks (ns), Jacobson/Karels */
-	uint64_t now;		     /**< ns, CLOCK_MONOTONIC, per loop iteration */
+	uint8_t *rxbuf;	       /**< AG_BATCH x AG_DGRAM */
+	struct pollfd *pfd;    /**< AG_MAX_POLL */
+	bool udp_blocked;      /**< the socket refused a send: wait for POLLOUT */
+	uint64_t srtt, rttvar; /**< round-trip estimate of chunks (ns), Jacobson/Karels */
+	uint64_t now;	       /**< ns, CLOCK_MONOTONIC, per loop iteration */
 
 	/* metrics, written by the progress thread, read under lock */
 	struct cais_metrics m;
@@ -356,15 +356,15 @@ void ag_ring_purge(struct cais_comm *c, uint32_t seq0);
 /** Earliest peer timer (reconnects), or UINT64_MAX. */
 uint64_t ag_peer_next_timer(const struct cais_comm *c);
 /** Fill a message header (network order). */
-void ag_msg_init(struct ag_msg *h, const struct cais_comm *c, enum ag_msg_type type,
-		 uint8_t flags, uint32_t seq, uint32_t n, uint64_t off, uint32_t len);
+void ag_msg_init(struct ag_msg *h, const struct cais_comm *c, enum ag_msg_type type, uint8_t flags,
+		 uint32_t seq, uint32_t n, uint64_t off, uint32_t len);
 
 /* ---- ring.c ---- */
 /** Start or continue the ring of r (joining, data movement). */
 void ag_ring_progress(struct cais_comm *c, struct cais_request *r);
 /** A RING_REQ arrived from peer (flags: fallback reason, AG_RING_CHECK). */
-void ag_ring_on_req(struct cais_comm *c, int peer, uint32_t seq0, uint32_t nchunks,
-		    uint64_t count, uint8_t flags);
+void ag_ring_on_req(struct cais_comm *c, int peer, uint32_t seq0, uint32_t nchunks, uint64_t count,
+		    uint8_t flags);
 /** Ring data arrived for (seq0, step, off). @return 0, or -EPROTO */
 int ag_ring_on_data(struct cais_comm *c, const struct ag_msg *h, const uint8_t *data);
 /** A ring message was written out (sends_left bookkeeping). */

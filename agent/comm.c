@@ -129,7 +129,7 @@ tensor_find(struct cais_comm *c, uint32_t id)
 {
 	struct ag_tensor *t;
 
-	LIST_FOREACH(t, &c->tensors, link)
+	LIST_FOREACH (t, &c->tensors, link)
 		if (t->id == id)
 			return t;
 	return NULL;
@@ -297,7 +297,7 @@ ag_req_of_seq(struct cais_comm *c, uint32_t seq)
 {
 	struct cais_request *r;
 
-	TAILQ_FOREACH(r, &c->active, link)
+	TAILQ_FOREACH (r, &c->active, link)
 		if (seq - r->seq0 < r->nchunks)
 			return r;
 	return NULL;
@@ -308,7 +308,7 @@ ag_req_by_seq0(struct cais_comm *c, uint32_t seq0)
 {
 	struct cais_request *r;
 
-	TAILQ_FOREACH(r, &c->active, link)
+	TAILQ_FOREACH (r, &c->active, link)
 		if (r->seq0 == seq0)
 			return r;
 	return NULL;
@@ -384,8 +384,8 @@ ag_decode_stage(struct cais_comm *c, struct cais_request *r)
 		size_t first = (size_t)i * c->cfg.elems;
 		size_t cnt = r->count - first < c->cfg.elems ? r->count - first : c->cfg.elems;
 
-		c->q->decode((uint8_t *)r->recv + first * esz,
-			     r->stage + first * CAIS_ELEM_SIZE, cnt, r->dt, inv, avg_n);
+		c->q->decode((uint8_t *)r->recv + first * esz, r->stage + first * CAIS_ELEM_SIZE,
+			     cnt, r->dt, inv, avg_n);
 	}
 }
 
@@ -554,8 +554,8 @@ cais_metrics_get(struct cais_comm *c, struct cais_metrics *m)
 			cum += c->hist[b++];
 		*out[k] = hist_upper_us(b);
 	}
-	m->fallback_rate = m->collectives ? (double)(m->collectives - m->in_network) / m->collectives
-					  : 0;
+	m->fallback_rate =
+	    m->collectives ? (double)(m->collectives - m->in_network) / m->collectives : 0;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -611,7 +611,7 @@ next_deadline(const struct cais_comm *c)
 
 	if (p < t)
 		t = p;
-	TAILQ_FOREACH(r, &c->active, link)
+	TAILQ_FOREACH (r, &c->active, link)
 		if (r->deadline < t)
 			t = r->deadline;
 	return t;

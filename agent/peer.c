@@ -215,8 +215,7 @@ outbound(struct cais_comm *c, int peer, int kind)
 }
 
 int
-ag_peer_send(struct cais_comm *c, int peer, const struct ag_msg *h, const void *data,
-	     uint32_t len)
+ag_peer_send(struct cais_comm *c, int peer, const struct ag_msg *h, const void *data, uint32_t len)
 {
 	if (peer < 0 || (unsigned int)peer >= c->cfg.world || (unsigned int)peer == c->cfg.rank)
 		return -EINVAL;

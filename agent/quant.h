@@ -50,8 +50,8 @@ struct cais_quant_ops {
 	 * Decode n big-endian int32 at src into dt at dst: value = q x inv_scale
 	 * (float types); int32: q, or q / avg_n rounded toward 0 when avg_n > 1.
 	 */
-	void (*decode)(void *dst, const void *src, size_t n, enum cais_datatype dt,
-		       float inv_scale, unsigned int avg_n);
+	void (*decode)(void *dst, const void *src, size_t n, enum cais_datatype dt, float inv_scale,
+		       unsigned int avg_n);
 	/** n elements of dt (float types) -> fp32 (exact). */
 	void (*to_f32)(float *dst, const void *src, size_t n, enum cais_datatype dt);
 	/** n fp32 -> dt (float types; round to nearest even), times mul (1 or 1/n for avg). */

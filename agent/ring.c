@@ -80,7 +80,7 @@ pending_find(struct cais_comm *c, uint32_t seq0, bool check)
 {
 	struct ag_pending_join *pj;
 
-	LIST_FOREACH(pj, &c->pending_joins, link)
+	LIST_FOREACH (pj, &c->pending_joins, link)
 		if (pj->seq0 == seq0 && pj->check == check)
 			return pj;
 	return NULL;
@@ -94,8 +94,8 @@ ag_ring_adopt_pending(struct cais_comm *c, struct cais_request *r, bool check)
 	if (!pj)
 		return;
 	if (!check && r->state == AG_RQ_INNET)
-		ag_to_ring(c, r, (enum cais_fallback)(pj->fb < CAIS_FB_COUNT ? pj->fb
-									: CAIS_FB_SILENT));
+		ag_to_ring(c, r,
+			   (enum cais_fallback)(pj->fb < CAIS_FB_COUNT ? pj->fb : CAIS_FB_SILENT));
 }
 
 /* The ring state of r: segments, the work buffer from the input, the join broadcast. */
@@ -162,7 +162,8 @@ queue_step(struct cais_comm *c, struct cais_request *r, unsigned int s)
 	const uint8_t *p = g->work + g->seg_off[seg] * 4;
 
 	do {
-		uint32_t len = bytes - off > AG_RING_PIECE ? AG_RING_PIECE : (uint32_t)(bytes - off);
+		uint32_t len =
+		    bytes - off > AG_RING_PIECE ? AG_RING_PIECE : (uint32_t)(bytes - off);
 		struct ag_msg h;
 
 		ag_msg_init(&h, c, AG_RING_DATA, 0, r->seq0, s, off, len);
@@ -329,7 +330,8 @@ ag_ring_on_req(struct cais_comm *c, int peer, uint32_t seq0, uint32_t nchunks, u
 			return;
 		}
 		if (!check && r->state == AG_RQ_INNET)
-			ag_to_ring(c, r, fb < CAIS_FB_COUNT ? (enum cais_fallback)fb : CAIS_FB_SILENT);
+			ag_to_ring(c, r,
+				   fb < CAIS_FB_COUNT ? (enum cais_fallback)fb : CAIS_FB_SILENT);
 		if (r->state == AG_RQ_RING && r->in_check == check && r->ring) {
 			mark_joined(c, r->ring, peer);
 			ag_ring_progress(c, r);

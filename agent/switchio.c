@@ -41,8 +41,8 @@ ag_switch_open(struct cais_comm *c)
 	int mtu = path_mtu(c);
 
 	/* a fragment is not CAIS to the switch: the packet must fit the MTU */
-	if (mtu > 0 && CAIS_IP_HLEN + CAIS_UDP_HLEN + CAIS_HDR_LEN +
-				c->cfg.elems * CAIS_ELEM_SIZE > (unsigned int)mtu)
+	if (mtu > 0 && CAIS_IP_HLEN + CAIS_UDP_HLEN + CAIS_HDR_LEN + c->cfg.elems * CAIS_ELEM_SIZE >
+			   (unsigned int)mtu)
 		return -EMSGSIZE;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -167,12 +167,13 @@ cache_put(struct cais_comm *c, uint32_t seq, const void *payload, uint16_t count
 
 	memcpy(c->cache + (size_t)i * c->cfg.elems * CAIS_ELEM_SIZE, payload,
 	       (size_t)count * CAIS_ELEM_SIZE);
-	c->cached[i] = (struct ag_cached){.seq = seq, .count = count, .flags = flags, .valid = true};
+	c->cached[i] =
+	    (struct ag_cached){.seq = seq, .count = count, .flags = flags, .valid = true};
 }
 
 void
-ag_chunk_resolved(struct cais_comm *c, struct cais_request *r, uint32_t idx,
-		  const void *payload_be, uint16_t count, uint8_t flags)
+ag_chunk_resolved(struct cais_comm *c, struct cais_request *r, uint32_t idx, const void *payload_be,
+		  uint16_t count, uint8_t flags)
 {
 	uint32_t seq = r->seq0 + idx;
 	struct ag_slot *s = slot_of(c, seq);
@@ -329,8 +330,8 @@ ag_on_fetch(struct cais_comm *c, int peer, uint32_t seq, uint32_t n)
 		const uint8_t *d = ag_cache_get(c, seq, &count, &flags);
 		struct cais_request *r;
 
-		if (!d && (r = ag_req_of_seq(c, seq)) && r->resolved && r->resolved[seq - r->seq0] &&
-		    !r->overflow) {
+		if (!d && (r = ag_req_of_seq(c, seq)) && r->resolved &&
+		    r->resolved[seq - r->seq0] && !r->overflow) {
 			/* an active collective's result, older than the cache */
 			d = stage_of(c, r, seq - r->seq0);
 			count = ag_chunk_count(c, r, seq - r->seq0);
@@ -517,7 +518,7 @@ sending_request(struct cais_comm *c)
 
 	if (r && r->state == AG_RQ_INNET && r->next_idx < r->nchunks)
 		return r;
-	TAILQ_FOREACH(r, &c->active, link) {
+	TAILQ_FOREACH (r, &c->active, link) {
 		if (cais_seq_before(r->seq0 + r->nchunks - 1, c->next_send))
 			continue; /* behind us */
 		if (cais_seq_before(c->next_send, r->seq0))
@@ -568,15 +569,17 @@ ag_switch_tx(struct cais_comm *c)
 		if (!r->resolved[idx]) {
 			if (r->dt == CAIS_INT32)
 				c->q->encode(stage_of(c, r, idx),
-					     (const uint8_t *)r->send + (size_t)idx * c->cfg.elems * esz,
+					     (const uint8_t *)r->send +
+						 (size_t)idx * c->cfg.elems * esz,
 					     s->count, r->dt, 1.0f, true, &c->rng);
 			else
-				c->q->encode(stage_of(c, r, idx),
-					     (const uint8_t *)r->send + (size_t)idx * c->cfg.elems * esz,
-					     s->count, r->dt, r->scale, c->cfg.round_nearest, &c->rng);
+				c->q->encode(
+				    stage_of(c, r, idx),
+				    (const uint8_t *)r->send + (size_t)idx * c->cfg.elems * esz,
+				    s->count, r->dt, r->scale, c->cfg.round_nearest, &c->rng);
 		}
-		cais_data_fields(&f, c->cfg.tenant, c->cfg.session, r->tensor, s->seq,
-				 c->cfg.slots, (uint8_t)c->cfg.rank, s->count);
+		cais_data_fields(&f, c->cfg.tenant, c->cfg.session, r->tensor, s->seq, c->cfg.slots,
+				 (uint8_t)c->cfg.rank, s->count);
 		cais_hdr_build(&s->hdr, &f);
 		c->next_send++;
 		r->next_idx = idx + 1;
@@ -608,7 +611,7 @@ ag_switch_next_timer(const struct cais_comm *c)
 	if (c->next_send - c->base < c->cfg.slots) {
 		const struct cais_request *r;
 
-		TAILQ_FOREACH(r, &c->active, link)
+		TAILQ_FOREACH (r, &c->active, link)
 			if (r->state == AG_RQ_INNET && r->next_idx < r->nchunks)
 				return c->now;
 	}

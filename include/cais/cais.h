@@ -91,13 +91,13 @@ enum cais_fallback { CAIS_FALLBACKS(CAIS_X_ENUM) CAIS_FB_COUNT };
 #undef CAIS_X_ENUM
 
 /** Default offload threshold: the seed's 1 MiB. */
-#define CAIS_DEFAULT_THRESHOLD (1u << 20)
+#define CAIS_DEFAULT_THRESHOLD	 (1u << 20)
 /** Default retransmission timeout, the seed's 500 us. */
-#define CAIS_DEFAULT_RETX_US 500u
+#define CAIS_DEFAULT_RETX_US	 500u
 /** Default retransmissions of one chunk before the switch counts as silent. */
-#define CAIS_DEFAULT_RETRIES 8u
+#define CAIS_DEFAULT_RETRIES	 8u
 /** Default bound on one collective. */
-#define CAIS_DEFAULT_TIMEOUT_MS 30000u
+#define CAIS_DEFAULT_TIMEOUT_MS	 30000u
 /** Default: the relative error is sampled every 100th in-network collective. */
 #define CAIS_DEFAULT_CHECK_EVERY 100u
 /** Default numerical-error alarm (relative error of a sampled collective). */
@@ -105,59 +105,60 @@ enum cais_fallback { CAIS_FALLBACKS(CAIS_X_ENUM) CAIS_FB_COUNT };
 
 /** Everything a communicator is made from (static mode). cais_config_init() fills defaults. */
 struct cais_config {
-	uint16_t tenant;		   /**< tenant id (granted by the manager) */
-	uint16_t session;		   /**< session id within the tenant */
-	unsigned int rank;		   /**< this rank, 0..world-1 */
-	unsigned int world;		   /**< world size n, 1..255 */
-	struct sockaddr_in switch_addr;	   /**< the aggregator; port 0 means 51733 */
-	const struct sockaddr_in *peers;   /**< world entries, every rank's data address in rank
-					    * order; peers[rank] is this rank's: its UDP port is
-					    * the one registered with the switch, and the ring
-					    * listens on the same TCP port */
-	uint32_t slots;			   /**< the session's pool size S (power of two, 1..32768) */
-	uint16_t elems;			   /**< elements per packet E (1..2048) */
-	double scale;			   /**< fixed-point scale of tensors without their own (> 0) */
-	size_t threshold;		   /**< offload threshold in bytes */
-	uint32_t retx_timeout_us;	   /**< retransmission timer */
-	uint32_t retries;		   /**< retransmissions before the switch counts as silent */
-	uint32_t timeout_ms;		   /**< bound on one collective; then -ETIMEDOUT */
-	uint32_t check_every;		   /**< sample the error every K-th in-network collective; 0: never */
-	double error_alarm;		   /**< relative error above which a tensor leaves the switch */
-	bool round_nearest;		   /**< round to nearest instead of stochastic rounding */
-	uint32_t first_seq;		   /**< seq of the first chunk (the same on every rank). A
-					    * switch keeps its slots' seqs: a job that reuses a
-					    * session of a running switch starts past the last
-					    * seq used, or its chunks are stale there */
+	uint16_t tenant;		 /**< tenant id (granted by the manager) */
+	uint16_t session;		 /**< session id within the tenant */
+	unsigned int rank;		 /**< this rank, 0..world-1 */
+	unsigned int world;		 /**< world size n, 1..255 */
+	struct sockaddr_in switch_addr;	 /**< the aggregator; port 0 means 51733 */
+	const struct sockaddr_in *peers; /**< world entries, every rank's data address in rank
+					  * order; peers[rank] is this rank's: its UDP port is
+					  * the one registered with the switch, and the ring
+					  * listens on the same TCP port */
+	uint32_t slots;			 /**< the session's pool size S (power of two, 1..32768) */
+	uint16_t elems;			 /**< elements per packet E (1..2048) */
+	double scale;		  /**< fixed-point scale of tensors without their own (> 0) */
+	size_t threshold;	  /**< offload threshold in bytes */
+	uint32_t retx_timeout_us; /**< retransmission timer */
+	uint32_t retries;	  /**< retransmissions before the switch counts as silent */
+	uint32_t timeout_ms;	  /**< bound on one collective; then -ETIMEDOUT */
+	uint32_t check_every; /**< sample the error every K-th in-network collective; 0: never */
+	double error_alarm;   /**< relative error above which a tensor leaves the switch */
+	bool round_nearest;   /**< round to nearest instead of stochastic rounding */
+	uint32_t first_seq;   /**< seq of the first chunk (the same on every rank). A
+			       * switch keeps its slots' seqs: a job that reuses a
+			       * session of a running switch starts past the last
+			       * seq used, or its chunks are stale there */
 };
 
 /** Completion details of one collective (cais_test_status(), cais_wait_status()). */
 struct cais_status {
-	int error;		     /**< 0 or the negative errno the collective ended with */
-	enum cais_path path;	     /**< CAIS_PATH_SWITCH or CAIS_PATH_RING: where the result came from */
+	int error;	     /**< 0 or the negative errno the collective ended with */
+	enum cais_path path; /**< CAIS_PATH_SWITCH or CAIS_PATH_RING: where the result came from */
 	enum cais_fallback fallback; /**< why the ring, CAIS_FB_NONE in-network */
 	uint32_t retransmissions;    /**< DATA retransmitted for this collective */
 	uint32_t peer_chunks;	     /**< chunk results fetched from peers */
 	double time_us;		     /**< issue to completion */
-	double rel_error;	     /**< sampled relative error against a float reference; < 0 if not sampled */
+	double
+	    rel_error; /**< sampled relative error against a float reference; < 0 if not sampled */
 };
 
 /** Per-communicator counters (cais_metrics_get()). */
 struct cais_metrics {
-	uint64_t collectives;		      /**< completed */
-	uint64_t in_network;		      /**< completed through the switch */
-	uint64_t fallback[CAIS_FB_COUNT];     /**< completed on the ring, by reason */
-	uint64_t errors;		      /**< ended with an error */
-	uint64_t chunks_sent;		      /**< DATA first transmissions */
-	uint64_t retransmissions;	      /**< DATA retransmissions */
-	uint64_t results_ignored;	      /**< RESULTs not in flight (duplicate, stale) */
-	uint64_t peer_chunks;		      /**< chunk results fetched from peers */
-	uint64_t peer_chunks_served;	      /**< chunk results served to peers */
-	uint64_t congested;		      /**< RESULTs with CONGESTED */
-	uint64_t error_checks;		      /**< sampled error measurements */
-	double max_rel_error;		      /**< largest sampled relative error */
-	uint32_t tensors_disabled;	      /**< tensors moved off the switch by the alarm */
-	double p50_us, p90_us, p99_us;	      /**< completion time percentiles, all collectives */
-	double fallback_rate;		      /**< fallback / collectives (alarm above 0.1) */
+	uint64_t collectives;		  /**< completed */
+	uint64_t in_network;		  /**< completed through the switch */
+	uint64_t fallback[CAIS_FB_COUNT]; /**< completed on the ring, by reason */
+	uint64_t errors;		  /**< ended with an error */
+	uint64_t chunks_sent;		  /**< DATA first transmissions */
+	uint64_t retransmissions;	  /**< DATA retransmissions */
+	uint64_t results_ignored;	  /**< RESULTs not in flight (duplicate, stale) */
+	uint64_t peer_chunks;		  /**< chunk results fetched from peers */
+	uint64_t peer_chunks_served;	  /**< chunk results served to peers */
+	uint64_t congested;		  /**< RESULTs with CONGESTED */
+	uint64_t error_checks;		  /**< sampled error measurements */
+	double max_rel_error;		  /**< largest sampled relative error */
+	uint32_t tensors_disabled;	  /**< tensors moved off the switch by the alarm */
+	double p50_us, p90_us, p99_us;	  /**< completion time percentiles, all collectives */
+	double fallback_rate;		  /**< fallback / collectives (alarm above 0.1) */
 };
 
 struct cais_comm;

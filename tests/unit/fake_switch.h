@@ -7,8 +7,8 @@
  * on demand: DATA loss, RESULT loss (per rank, for a while), duplicated and
  * reordered RESULTs, REJECT of a tensor, silence, a restart that forgets
  * every slot, corrupted sums. It also checks the hosts' window: DATA of
- * seq q is a violation unless the round of q - S was completed here. Runs in its own thread. Tensor 2 reduces
- * by max, tensor 3 by min, every other tensor by sum (FS_TENSOR_*).
+ * seq q is a violation unless the round of q - S was completed here. Runs in its own thread. Tensor
+ * 2 reduces by max, tensor 3 by min, every other tensor by sum (FS_TENSOR_*).
  */
 #ifndef CAIS_TEST_FAKE_SWITCH_H
 #define CAIS_TEST_FAKE_SWITCH_H
@@ -27,10 +27,10 @@
 
 #include <cais/proto.h>
 
-#define FS_MAX_RANKS 8
+#define FS_MAX_RANKS  8
 #define FS_TENSOR_MAX 2u
 #define FS_TENSOR_MIN 3u
-#define FS_MAX_SLOTS 1024
+#define FS_MAX_SLOTS  1024
 
 struct fs_slot {
 	bool used, done;
@@ -52,15 +52,15 @@ struct fake_switch {
 	struct sockaddr_in member[FS_MAX_RANKS];
 	bool member_known[FS_MAX_RANKS];
 	/* faults (set any time) */
-	atomic_int data_loss_pct;	  /**< DATA dropped on arrival */
-	atomic_int result_loss_pct;	  /**< each RESULT copy dropped */
-	atomic_int dup_pct;		  /**< each RESULT copy sent twice */
-	atomic_int silent;		  /**< drop everything */
-	atomic_uint reject_tensor;	  /**< REJECT UNKNOWN_TENSOR for this tensor (0: none) */
-	atomic_int fwd_only;		  /**< REJECT FWD_ONLY everything */
-	atomic_int drop_results_to;	  /**< rank whose RESULTs are dropped, -1: none */
-	atomic_int corrupt;		  /**< add this to every summed element */
-	atomic_int reorder_pct;		  /**< RESULT copies held back behind later ones */
+	atomic_int data_loss_pct;   /**< DATA dropped on arrival */
+	atomic_int result_loss_pct; /**< each RESULT copy dropped */
+	atomic_int dup_pct;	    /**< each RESULT copy sent twice */
+	atomic_int silent;	    /**< drop everything */
+	atomic_uint reject_tensor;  /**< REJECT UNKNOWN_TENSOR for this tensor (0: none) */
+	atomic_int fwd_only;	    /**< REJECT FWD_ONLY everything */
+	atomic_int drop_results_to; /**< rank whose RESULTs are dropped, -1: none */
+	atomic_int corrupt;	    /**< add this to every summed element */
+	atomic_int reorder_pct;	    /**< RESULT copies held back behind later ones */
 	/* counters */
 	atomic_ulong data_rx, results_tx, rounds, rejects, retx_seen, window_violations;
 	/* RESULTs held back for reordering */
@@ -96,8 +96,8 @@ fs_release(struct fake_switch *s, bool force)
 	for (unsigned int i = 0; i < s->n_held; i++) {
 		if (!force && ++s->held[i].age < 3)
 			continue;
-		sendto(s->fd, s->held[i].buf, s->held[i].len, 0, (const struct sockaddr *)&s->held[i].to,
-		       sizeof(s->held[i].to));
+		sendto(s->fd, s->held[i].buf, s->held[i].len, 0,
+		       (const struct sockaddr *)&s->held[i].to, sizeof(s->held[i].to));
 		s->held[i--] = s->held[--s->n_held];
 	}
 }

@@ -213,8 +213,8 @@ check(const void *buf, enum cais_datatype dt, enum cais_redop op, size_t count, 
 
 		if (fabs(g - e) > bound) {
 			if (bad < 3)
-				print_message("element %zu: got %.9g, want %.9g (bound %.3g)\n", i, g, e,
-					      bound);
+				print_message("element %zu: got %.9g, want %.9g (bound %.3g)\n", i,
+					      g, e, bound);
 			bad++;
 		}
 	}
@@ -265,7 +265,7 @@ struct coll {
 	unsigned int iters;
 	uint32_t tensor;
 	bool in_place;
-	enum cais_path want_path;  /**< checked when not AUTO */
+	enum cais_path want_path;   /**< checked when not AUTO */
 	enum cais_fallback want_fb; /**< checked when want_path is RING */
 	unsigned int slow_rank;	    /**< this rank sleeps slow_ms before each collective */
 	unsigned int slow_ms;
@@ -293,7 +293,8 @@ run_coll(unsigned int rank, void *arg)
 		if (k->slow_ms && rank == k->slow_rank)
 			usleep(k->slow_ms * 1000);
 		t0 = now_ms();
-		rc = cais_iallreduce(COMM[rank], k->tensor, send, out, k->count, k->dt, k->op, &req);
+		rc =
+		    cais_iallreduce(COMM[rank], k->tensor, send, out, k->count, k->dt, k->op, &req);
 		if (rc == 0)
 			rc = cais_wait_status(req, &st);
 		if (rc) {
@@ -302,9 +303,9 @@ run_coll(unsigned int rank, void *arg)
 		}
 		bad = check(out, k->dt, k->op, k->count, it, scale);
 		if (bad) {
-			print_message("rank %u iter %u %s %s count %zu path %s: %zu wrong\n", rank, it,
-				      cais_datatype_name(k->dt), cais_redop_name(k->op), k->count,
-				      cais_path_name(st.path), bad);
+			print_message("rank %u iter %u %s %s count %zu path %s: %zu wrong\n", rank,
+				      it, cais_datatype_name(k->dt), cais_redop_name(k->op),
+				      k->count, cais_path_name(st.path), bad);
 			rc = -1000;
 		} else if (k->want_path != CAIS_PATH_AUTO && st.path != k->want_path) {
 			print_message("rank %u iter %u: path %s (%s), want %s\n", rank, it,
@@ -337,7 +338,11 @@ tensor_for(enum cais_redop op)
 }
 
 static const struct setup_opts default_opts = {
-	.n = 4, .slots = 64, .elems = 256, .threshold = 0, .timeout_ms = 20000,
+    .n = 4,
+    .slots = 64,
+    .elems = 256,
+    .threshold = 0,
+    .timeout_ms = 20000,
 };
 
 /* Every dtype and op, sizes around the packet size, through the switch. */
@@ -351,8 +356,12 @@ t_basic(void **state)
 	for (int dt = 0; dt < 4; dt++)
 		for (int op = 0; op < 4; op++)
 			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-				struct coll k = {.dt = dt, .op = op, .count = counts[c], .iters = 2,
-						 .tensor = tensor_for(op), .want_path = CAIS_PATH_SWITCH};
+				struct coll k = {.dt = dt,
+						 .op = op,
+						 .count = counts[c],
+						 .iters = 2,
+						 .tensor = tensor_for(op),
+						 .want_path = CAIS_PATH_SWITCH};
 
 				run_ranks(run_coll, &k);
 			}
@@ -373,8 +382,12 @@ t_ring(void **state)
 	for (int dt = 0; dt < 4; dt++)
 		for (int op = 0; op < 4; op++)
 			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-				struct coll k = {.dt = dt, .op = op, .count = counts[c], .iters = 2,
-						 .tensor = tensor_for(op), .want_path = CAIS_PATH_RING,
+				struct coll k = {.dt = dt,
+						 .op = op,
+						 .count = counts[c],
+						 .iters = 2,
+						 .tensor = tensor_for(op),
+						 .want_path = CAIS_PATH_RING,
 						 .want_fb = CAIS_FB_FORCED};
 
 				run_ranks(run_coll, &k);
@@ -387,9 +400,16 @@ static void
 t_threshold(void **state)
 {
 	struct setup_opts o = default_opts;
-	struct coll small = {.dt = CAIS_FLOAT32, .count = 1000, .iters = 3, .tensor = 1,
-			     .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_THRESHOLD};
-	struct coll big = {.dt = CAIS_FLOAT32, .count = 300000, .iters = 2, .tensor = 1,
+	struct coll small = {.dt = CAIS_FLOAT32,
+			     .count = 1000,
+			     .iters = 3,
+			     .tensor = 1,
+			     .want_path = CAIS_PATH_RING,
+			     .want_fb = CAIS_FB_THRESHOLD};
+	struct coll big = {.dt = CAIS_FLOAT32,
+			   .count = 300000,
+			   .iters = 2,
+			   .tensor = 1,
 			   .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
@@ -416,11 +436,15 @@ metric_sum(size_t off)
 }
 #define METRIC(field) metric_sum(offsetof(struct cais_metrics, field))
 
-/* DATA and RESULTs lost, RESULTs duplicated and reordered: retransmissions recover, on the switch. */
+/* DATA and RESULTs lost, RESULTs duplicated and reordered: retransmissions recover, on the switch.
+ */
 static void
 t_loss(void **state)
 {
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 20000, .iters = 20, .tensor = 1,
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 20000,
+			 .iters = 20,
+			 .tensor = 1,
 			 .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
@@ -450,9 +474,17 @@ static void
 t_reject(void **state)
 {
 	struct setup_opts o = default_opts;
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 3, .tensor = 7,
-			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_REJECT, .max_ms = 300};
-	struct coll ok = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 3000,
+			 .iters = 3,
+			 .tensor = 7,
+			 .want_path = CAIS_PATH_RING,
+			 .want_fb = CAIS_FB_REJECT,
+			 .max_ms = 300};
+	struct coll ok = {.dt = CAIS_FLOAT32,
+			  .count = 3000,
+			  .iters = 2,
+			  .tensor = 1,
 			  .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
@@ -469,9 +501,16 @@ t_reject(void **state)
 static void
 t_fwd_only(void **state)
 {
-	struct coll k = {.dt = CAIS_FLOAT16, .count = 3000, .iters = 2, .tensor = 1,
-			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_FWD_ONLY};
-	struct coll ok = {.dt = CAIS_FLOAT16, .count = 3000, .iters = 2, .tensor = 1,
+	struct coll k = {.dt = CAIS_FLOAT16,
+			 .count = 3000,
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_RING,
+			 .want_fb = CAIS_FB_FWD_ONLY};
+	struct coll ok = {.dt = CAIS_FLOAT16,
+			  .count = 3000,
+			  .iters = 2,
+			  .tensor = 1,
 			  .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
@@ -487,9 +526,17 @@ t_fwd_only(void **state)
 static void
 t_silent(void **state)
 {
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
-			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_SILENT, .max_ms = 5000};
-	struct coll ok = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 3000,
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_RING,
+			 .want_fb = CAIS_FB_SILENT,
+			 .max_ms = 5000};
+	struct coll ok = {.dt = CAIS_FLOAT32,
+			  .count = 3000,
+			  .iters = 2,
+			  .tensor = 1,
 			  .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
@@ -505,7 +552,10 @@ t_silent(void **state)
 static void
 t_results_lost_one_rank(void **state)
 {
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 5000, .iters = 3, .tensor = 1,
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 5000,
+			 .iters = 3,
+			 .tensor = 1,
 			 .want_path = CAIS_PATH_SWITCH};
 	struct cais_metrics m;
 
@@ -527,8 +577,12 @@ static void
 t_overflow(void **state)
 {
 	struct setup_opts o = default_opts;
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 2000, .iters = 2, .tensor = 1,
-			 .want_path = CAIS_PATH_RING, .want_fb = CAIS_FB_OVERFLOW,
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 2000,
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_RING,
+			 .want_fb = CAIS_FB_OVERFLOW,
 			 .scale = 0x1p25};
 
 	(void)state;
@@ -544,8 +598,13 @@ t_in_place(void **state)
 	(void)state;
 	setup_comms(&default_opts);
 	for (int dt = 0; dt < 4; dt++) {
-		struct coll k = {.dt = dt, .op = CAIS_OP_AVG, .count = 3001, .iters = 2,
-				 .tensor = 1, .in_place = true, .want_path = CAIS_PATH_SWITCH};
+		struct coll k = {.dt = dt,
+				 .op = CAIS_OP_AVG,
+				 .count = 3001,
+				 .iters = 2,
+				 .tensor = 1,
+				 .in_place = true,
+				 .want_path = CAIS_PATH_SWITCH};
 
 		run_ranks(run_coll, &k);
 		for (unsigned int r = 0; r < N; r++)
@@ -608,8 +667,13 @@ t_outstanding(void **state)
 static void
 t_slow_rank(void **state)
 {
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 5000, .iters = 3, .tensor = 1,
-			 .want_path = CAIS_PATH_SWITCH, .slow_rank = 3, .slow_ms = 300};
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 5000,
+			 .iters = 3,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH,
+			 .slow_rank = 3,
+			 .slow_ms = 300};
 
 	(void)state;
 	setup_comms(&default_opts);
@@ -665,8 +729,8 @@ run_corrupt(unsigned int rank, void *arg)
 	if (rc == 0)
 		rc = cais_wait_status(req, &st);
 	if (rc == 0 && (st.path != CAIS_PATH_SWITCH || !(st.rel_error > 1e-3))) {
-		print_message("rank %u: path %s, relative error %g\n", rank, cais_path_name(st.path),
-			      st.rel_error);
+		print_message("rank %u: path %s, relative error %g\n", rank,
+			      cais_path_name(st.path), st.rel_error);
 		rc = -1;
 	}
 	free(b);
@@ -678,7 +742,10 @@ static void
 t_error_alarm(void **state)
 {
 	struct setup_opts o = default_opts;
-	struct coll k = {.dt = CAIS_FLOAT32, .count = 3000, .iters = 2, .tensor = 1,
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 3000,
+			 .iters = 2,
+			 .tensor = 1,
 			 .want_path = CAIS_PATH_SWITCH};
 	struct cais_metrics m;
 
@@ -777,9 +844,9 @@ t_errors(void **state)
 	assert_int_equal(cais_comm_create(&cfg, &c), -EADDRINUSE);
 	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x, 0, CAIS_FLOAT32, CAIS_OP_SUM, &req),
 			 -EINVAL);
-	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x, 4, (enum cais_datatype)9, CAIS_OP_SUM,
-					 &req),
-			 -EINVAL);
+	assert_int_equal(
+	    cais_iallreduce(COMM[0], 1, x, x, 4, (enum cais_datatype)9, CAIS_OP_SUM, &req),
+	    -EINVAL);
 	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x + 1, 3, CAIS_FLOAT32, CAIS_OP_SUM, &req),
 			 -EINVAL);
 	assert_int_equal(cais_tensor_set(COMM[0], 1, -1, true), -EINVAL);
@@ -797,22 +864,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_basic),
-		cmocka_unit_test(t_ring),
-		cmocka_unit_test(t_threshold),
-		cmocka_unit_test(t_loss),
-		cmocka_unit_test(t_reject),
-		cmocka_unit_test(t_fwd_only),
-		cmocka_unit_test(t_silent),
-		cmocka_unit_test(t_results_lost_one_rank),
-		cmocka_unit_test(t_overflow),
-		cmocka_unit_test(t_in_place),
-		cmocka_unit_test(t_outstanding),
-		cmocka_unit_test(t_slow_rank),
-		cmocka_unit_test(t_restart),
-		cmocka_unit_test(t_error_alarm),
-		cmocka_unit_test(t_timeout),
-		cmocka_unit_test(t_errors),
+	    cmocka_unit_test(t_basic),	     cmocka_unit_test(t_ring),
+	    cmocka_unit_test(t_threshold),   cmocka_unit_test(t_loss),
+	    cmocka_unit_test(t_reject),	     cmocka_unit_test(t_fwd_only),
+	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_results_lost_one_rank),
+	    cmocka_unit_test(t_overflow),    cmocka_unit_test(t_in_place),
+	    cmocka_unit_test(t_outstanding), cmocka_unit_test(t_slow_rank),
+	    cmocka_unit_test(t_restart),     cmocka_unit_test(t_error_alarm),
+	    cmocka_unit_test(t_timeout),     cmocka_unit_test(t_errors),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
