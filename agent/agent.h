@@ -56,6 +56,10 @@
 #define AG_MAX_POLL	    1024
 /** Completed in-network collectives remembered, to answer RING_REQ with FINISHED. */
 #define AG_FINISHED_LOG	    4096u
+/** Collectives smaller than this are not sampled by the error alarm (too few values). */
+#define AG_CHECK_MIN_COUNT  256u
+/** Staging and ring buffers kept for reuse: fresh large buffers cost page faults. */
+#define AG_POOL_BUFS	    4u
 /** Latency histogram: 8 sub-buckets per power of two of nanoseconds. */
 #define AG_HIST_SUB	    8u
 #define AG_HIST_BUCKETS	    (64u * AG_HIST_SUB)
@@ -137,7 +141,7 @@ enum ag_chunk_state {
 struct ag_slot {
 	uint32_t seq;
 	uint8_t state;
-	uint8_t tries;
+	uint16_t tries;
 	uint16_t count;
 	struct cais_request *req;
 	uint32_t idx; /**< chunk index in req */
@@ -169,7 +173,8 @@ enum ag_req_state {
 
 /** The ring phase of a collective. */
 struct ag_ring {
-	uint8_t *work;	     /**< count x 4 bytes: fp32 (float types) or int32 */
+	uint8_t *work; /**< count x 4 bytes: fp32 (float types) or int32 */
+	size_t work_size;
 	size_t *seg_off;     /**< world + 1 element offsets of the segments */
 	unsigned int n_join; /**< peers that sent RING_REQ */
 	uint8_t *joined;     /**< per rank */
@@ -199,7 +204,8 @@ struct cais_request {
 	bool in_check;	       /**< in-network done; its reference ring is running */
 	bool via_switch;       /**< the result came from the switch (directly or via peers) */
 	uint8_t *stage;	       /**< nchunks x elems x 4: quantized input, then results (BE) */
-	uint8_t *resolved;     /**< per chunk: has its result */
+	size_t stage_size;
+	uint8_t *resolved; /**< per chunk: has its result */
 	uint32_t n_resolved;
 	uint32_t next_idx; /**< next chunk to send */
 	bool overflow;
@@ -284,7 +290,11 @@ struct cais_comm {
 		uint32_t seq0, nchunks;
 	} finished[AG_FINISHED_LOG]; /**< ring log of collectives finished in-network */
 	unsigned int n_finished;
-	uint8_t *rxbuf;	       /**< AG_BATCH x AG_DGRAM */
+	uint8_t *rxbuf; /**< AG_BATCH x AG_DGRAM */
+	struct {
+		void *p;
+		size_t size;
+	} pool[AG_POOL_BUFS];  /**< free buffers for staging and ring work */
 	struct pollfd *pfd;    /**< AG_MAX_POLL */
 	bool udp_blocked;      /**< the socket refused a send: wait for POLLOUT */
 	uint64_t srtt, rttvar; /**< round-trip estimate of chunks (ns), Jacobson/Karels */
@@ -297,6 +307,10 @@ struct cais_comm {
 
 /* ---- comm.c ---- */
 uint64_t ag_now_ns(void);
+/** A buffer of at least size bytes from the pool (progress thread), or NULL. */
+void *ag_buf_get(struct cais_comm *c, size_t size);
+/** Give a buffer of size bytes back to the pool (or free it). */
+void ag_buf_put(struct cais_comm *c, void *p, size_t size);
 /** Complete a request: results are in recv (or err), it leaves every list. */
 void ag_complete(struct cais_comm *c, struct cais_request *r, int err);
 /** Decode the staging buffer (every chunk's result) into recv. */

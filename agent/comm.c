@@ -122,6 +122,51 @@ cais_config_init(struct cais_config *c)
 	c->error_alarm = CAIS_DEFAULT_ERROR_ALARM;
 }
 
+/* ---- buffers ---- */
+
+void *
+ag_buf_get(struct cais_comm *c, size_t size)
+{
+	unsigned int best = AG_POOL_BUFS;
+	void *p;
+
+	for (unsigned int i = 0; i < AG_POOL_BUFS; i++)
+		if (c->pool[i].p && c->pool[i].size >= size &&
+		    (best == AG_POOL_BUFS || c->pool[i].size < c->pool[best].size))
+			best = i;
+	if (best == AG_POOL_BUFS)
+		return malloc(size);
+	p = c->pool[best].p;
+	c->pool[best].p = NULL;
+	return p;
+}
+
+void
+ag_buf_put(struct cais_comm *c, void *p, size_t size)
+{
+	unsigned int slot = AG_POOL_BUFS;
+
+	if (!p)
+		return;
+	/* an empty place, else the smallest buffer if it is smaller than this one */
+	for (unsigned int i = 0; i < AG_POOL_BUFS; i++) {
+		if (!c->pool[i].p) {
+			slot = i;
+			break;
+		}
+		if (c->pool[i].size < size &&
+		    (slot == AG_POOL_BUFS || c->pool[i].size < c->pool[slot].size))
+			slot = i;
+	}
+	if (slot == AG_POOL_BUFS) {
+		free(p);
+		return;
+	}
+	free(c->pool[slot].p);
+	c->pool[slot].p = p;
+	c->pool[slot].size = size;
+}
+
 /* ---- tensors ---- */
 
 static struct ag_tensor *
@@ -256,9 +301,11 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 	r->switch_only = c->path == CAIS_PATH_SWITCH;
 	if (r->fb == CAIS_FB_NONE) {
 		c->innet_issued++;
-		/* int32 goes through the switch exactly: nothing to sample */
+		/* int32 goes through the switch exactly: nothing to sample; a few
+		 * elements say little about a tensor's error (and cost a ring) */
 		r->check = c->cfg.check_every && !r->switch_only && c->cfg.world > 1 &&
-			   dt != CAIS_INT32 && c->innet_issued % c->cfg.check_every == 0;
+			   dt != CAIS_INT32 && count >= AG_CHECK_MIN_COUNT &&
+			   c->innet_issued % c->cfg.check_every == 0;
 	}
 	r->seq0 = c->next_seq;
 	c->next_seq += r->nchunks;
@@ -275,7 +322,8 @@ issue(struct cais_comm *c, struct cais_request *r)
 {
 	TAILQ_INSERT_TAIL(&c->active, r, link);
 	if (r->fb == CAIS_FB_NONE) {
-		r->stage = malloc((size_t)r->nchunks * c->cfg.elems * CAIS_ELEM_SIZE);
+		r->stage_size = (size_t)r->nchunks * c->cfg.elems * CAIS_ELEM_SIZE;
+		r->stage = ag_buf_get(c, r->stage_size);
 		r->resolved = calloc(r->nchunks, 1);
 		if (!r->stage || !r->resolved) {
 			ag_complete(c, r, -ENOMEM);
@@ -420,7 +468,7 @@ ag_complete(struct cais_comm *c, struct cais_request *r, int err)
 	r->state = AG_RQ_DONE;
 	TAILQ_REMOVE(&c->active, r, link);
 	ag_ring_free(r);
-	free(r->stage);
+	ag_buf_put(c, r->stage, r->stage_size);
 	free(r->resolved);
 	r->stage = NULL;
 	r->resolved = NULL;
@@ -670,7 +718,7 @@ check_config(const struct cais_config *cfg)
 	if (cfg->world == 0 || cfg->world > CAIS_MAX_WORLD || cfg->rank >= cfg->world ||
 	    !cfg->peers || !cais_pool_size_ok(cfg->slots) || cfg->elems == 0 ||
 	    cfg->elems > CAIS_MAX_ELEMS || !(cfg->scale > 0) || !isfinite(cfg->scale) ||
-	    cfg->timeout_ms == 0 || cfg->retx_timeout_us == 0)
+	    cfg->timeout_ms == 0 || cfg->retx_timeout_us == 0 || cfg->retries > 1000)
 		return -EINVAL;
 	for (unsigned int i = 0; i < cfg->world; i++)
 		if (cfg->peers[i].sin_family != AF_INET || cfg->peers[i].sin_port == 0)
@@ -698,6 +746,8 @@ comm_free(struct cais_comm *c)
 		free(pj->joined);
 		free(pj);
 	}
+	for (unsigned int i = 0; i < AG_POOL_BUFS; i++)
+		free(c->pool[i].p);
 	free(c->win);
 	free(c->cache);
 	free(c->cached);

@@ -39,7 +39,7 @@ ag_ring_free(struct cais_request *r)
 	if (g->sends_left)
 		/* its data is still queued, borrowed from the work buffer */
 		ag_ring_purge(c, r->seq0);
-	free(g->work);
+	ag_buf_put(c, g->work, g->work_size);
 	free(g->seg_off);
 	free(g->joined);
 	free(g);
@@ -112,7 +112,8 @@ ring_start(struct cais_comm *c, struct cais_request *r)
 	r->ring = g;
 	g->joined = calloc(n, 1);
 	g->seg_off = calloc(n + 1, sizeof(*g->seg_off));
-	g->work = malloc(r->count * 4);
+	g->work_size = r->count * 4;
+	g->work = ag_buf_get(c, g->work_size);
 	if (!g->joined || !g->seg_off || !g->work)
 		return -ENOMEM;
 	base = r->count / n;
@@ -251,25 +252,25 @@ ag_ring_on_data(struct cais_comm *c, const struct ag_msg *h, const uint8_t *data
 	return 0;
 }
 
-/* Relative error (L2) of the switch's result in recv against the ring's in work. */
+/*
+ * Relative error (L2) of the switch's fixed-point result against the ring's
+ * fp32 one, both before any rounding to the output type (that rounding is
+ * the same on either path, and is not the switch's error).
+ */
 static double
-rel_error(struct cais_comm *c, struct cais_request *r, float mul)
+rel_error(struct cais_comm *c, struct cais_request *r)
 {
 	const float *ref = (const float *)r->ring->work;
+	float inv = (float)(1.0 / r->scale);
 	double num = 0, den = 0;
 	float buf[1024];
 
 	for (size_t i = 0; i < r->count; i += 1024) {
 		size_t n = r->count - i < 1024 ? r->count - i : 1024;
-		const void *src = (const uint8_t *)r->recv + i * cais_datatype_size(r->dt);
 
-		if (r->dt == CAIS_FLOAT32)
-			memcpy(buf, src, n * 4);
-		else
-			c->q->to_f32(buf, src, n, r->dt);
+		c->q->decode(buf, r->stage + i * CAIS_ELEM_SIZE, n, CAIS_FLOAT32, inv, 1);
 		for (size_t k = 0; k < n; k++) {
-			double e = (double)ref[i + k] * mul;
-			double d = (double)buf[k] - e;
+			double e = (double)ref[i + k], d = (double)buf[k] - e;
 
 			num += d * d;
 			den += e * e;
@@ -289,7 +290,7 @@ ag_ring_finish(struct cais_comm *c, struct cais_request *r)
 	if (r->in_check) {
 		/* recv gets the switch's result; the ring's is the reference */
 		ag_decode_stage(c, r);
-		r->rel_error = rel_error(c, r, mul);
+		r->rel_error = rel_error(c, r);
 		ag_complete(c, r, 0);
 		return;
 	}

@@ -444,6 +444,15 @@ batch_flush(struct cais_comm *c, struct tx_batch *b)
 	while ((unsigned int)sent < b->n) {
 		int k = sendmmsg(c->udp, b->msgs + sent, b->n - (unsigned int)sent, MSG_DONTWAIT);
 
+		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
+		    errno != EINTR) {
+			/* refused for good (a firewall's EPERM, EMSGSIZE): as if lost on the
+			 * wire, so the timers, the retries and the peers decide, as for loss */
+			pthread_mutex_lock(&c->lock);
+			c->m.send_errors++;
+			pthread_mutex_unlock(&c->lock);
+			k = 1;
+		}
 		if (k <= 0)
 			break;
 		sent += k;
@@ -534,6 +543,20 @@ sending_request(struct cais_comm *c)
 	return NULL;
 }
 
+/* Quantize chunk idx of r into its staging bytes. @return the elements that saturated */
+static size_t
+encode_chunk(struct cais_comm *c, struct cais_request *r, uint32_t idx)
+{
+	size_t esz = cais_datatype_size(r->dt);
+	const uint8_t *src = (const uint8_t *)r->send + (size_t)idx * c->cfg.elems * esz;
+	uint16_t n = ag_chunk_count(c, r, idx);
+
+	if (r->dt == CAIS_INT32)
+		return c->q->encode(stage_of(c, r, idx), src, n, r->dt, 1.0f, true, &c->rng);
+	return c->q->encode(stage_of(c, r, idx), src, n, r->dt, r->scale, c->cfg.round_nearest,
+			    &c->rng);
+}
+
 void
 ag_switch_tx(struct cais_comm *c)
 {
@@ -550,14 +573,18 @@ ag_switch_tx(struct cais_comm *c)
 		struct ag_slot *s;
 		struct cais_fields f;
 		uint32_t idx;
-		size_t esz;
 
 		advance_base(c);
 		if (!r || c->next_send - c->base >= c->cfg.slots)
 			break;
 		idx = c->next_send - r->seq0;
+		if (!r->resolved[idx] && encode_chunk(c, r, idx) != 0) {
+			/* a value beyond the scale's range: the switch cannot sum it right;
+			 * the ring pulls every rank in (none can finish without this chunk) */
+			ag_to_ring(c, r, CAIS_FB_OVERFLOW);
+			continue;
+		}
 		s = slot_of(c, c->next_send);
-		esz = cais_datatype_size(r->dt);
 		s->seq = c->next_send;
 		s->req = r;
 		s->idx = idx;
@@ -566,18 +593,6 @@ ag_switch_tx(struct cais_comm *c)
 		s->state = AG_CH_INFLIGHT;
 		s->t_first = c->now;
 		s->deadline = c->now + rto(c, 0);
-		if (!r->resolved[idx]) {
-			if (r->dt == CAIS_INT32)
-				c->q->encode(stage_of(c, r, idx),
-					     (const uint8_t *)r->send +
-						 (size_t)idx * c->cfg.elems * esz,
-					     s->count, r->dt, 1.0f, true, &c->rng);
-			else
-				c->q->encode(
-				    stage_of(c, r, idx),
-				    (const uint8_t *)r->send + (size_t)idx * c->cfg.elems * esz,
-				    s->count, r->dt, r->scale, c->cfg.round_nearest, &c->rng);
-		}
 		cais_data_fields(&f, c->cfg.tenant, c->cfg.session, r->tensor, s->seq, c->cfg.slots,
 				 (uint8_t)c->cfg.rank, s->count);
 		cais_hdr_build(&s->hdr, &f);

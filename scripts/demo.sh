@@ -1,51 +1,69 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# demo.sh: CAIS end to end on one machine, in about a minute.
+# demo.sh: CAIS end to end on one machine, in two to three minutes.
 #
 #   dependencies (scripts/install-deps.sh) -> build (meson, ninja) ->
 #   a namespace testbed of N hosts (scripts/testbed.sh) -> cais-switch on the
-#   hosts' veth peers -> every host streams chunks through the switch with
-#   cais-rawhost at a few chunk sizes, checking every RESULT -> a table ->
-#   the switch's final counters -> everything torn down (also on Ctrl-C).
+#   hosts' veth peers -> a tensor-parallel-like workload on every host with
+#   the host agent (cais-allreduce-perf): steps of activation all-reduces of
+#   every size from 128 KiB to 64 MiB, fp32 and bf16, in-network and then on
+#   the fallback ring, every element checked -> a table per size -> the
+#   switch's final counters -> everything torn down (also on Ctrl-C).
 set -euo pipefail
 
 PROG=${0##*/}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 HOSTS=4
-SIZES="256,1024,2048"
-ROUNDS=""
+MIN_BYTES=128K
+MAX_BYTES=64M
+STEPS=2
+WARMUP=1
+DTYPES="f32,bf16"
 BUILD="$ROOT/build"
 NAME="demo"
 DEPS=1
 SLOTS=64
-TIMEOUT_US=10000
+ELEMS=2048
+SCALE=1024
+PORT=47000
 
 usage() {
 	cat <<EOF
-Usage: $PROG [--hosts N] [--sizes E1,E2,...] [--rounds K] [--timeout-us US]
-            [--build DIR] [--name NAME] [--no-deps] [--help]
+Usage: $PROG [--hosts N] [--min-bytes B] [--max-bytes B] [--steps K] [--warmup W]
+            [--dtypes LIST] [--build DIR] [--name NAME] [--no-deps] [--help]
 
 CAIS end to end on one machine (needs root): installs what is missing
 (scripts/install-deps.sh), builds into DIR (meson; an existing build is reused),
 makes a testbed of N hosts (scripts/testbed.sh), starts cais-switch on the
-hosts' data ports with one session per chunk size, and runs cais-rawhost on
-every host: K chunks per size, each RESULT checked byte for byte against the
-reduction the host computes itself. Prints progress, a table per size, and the
-switch's final counters; tears everything down at the end and on Ctrl-C.
+hosts' data ports with one session of the N hosts, and runs the host agent
+(cais-allreduce-perf, libcais) on every host: a tensor-parallel-like workload,
+steps of activation all-reduces (sum) of every size from B_min to B_max
+(doubling), one of each size per step, as a model's layers would issue them.
+Each dtype runs twice: in-network (the switch; the agent falls back to the
+ring where it must) and on the fallback ring alone (--path ring), the same
+sizes, every element of every result checked on every host. Prints progress,
+then a table per size: in-network and ring time, speed-up, max relative
+error, fallback rate; then the switch's final counters. Tears everything down
+at the end and on Ctrl-C.
 
   --hosts N        hosts (ranks), 2..16 (default $HOSTS)
-  --sizes LIST     elements per chunk, each 1..2048 (default $SIZES)
-  --rounds K       chunks per host and size (default: 250000 / 250000 / 150000 for
-                   sizes up to 256 / 1024 / 2048 elements, some 10 s each)
-  --timeout-us US  the hosts' smallest retransmission timeout (default $TIMEOUT_US: the
-                   testbed loses nothing, and on a machine with few cores a short timer
-                   only measures CPU scheduling, in spurious retransmissions)
+  --min-bytes B    smallest all-reduce (default $MIN_BYTES; K, M: powers of 1024)
+  --max-bytes B    largest all-reduce (default $MAX_BYTES)
+  --steps K        timed steps per dtype and path (default $STEPS)
+  --warmup W       untimed steps before them (default $WARMUP)
+  --dtypes LIST    element types, from f32, bf16, f16 (default $DTYPES)
   --build DIR      build directory (default build/)
   --name NAME      testbed name, 1..6 characters [a-z0-9] (default $NAME)
   --no-deps        skip scripts/install-deps.sh
   --help           this text
+
+Times are the median over the timed steps of each all-reduce, issue to
+completion, of the slowest host; the hosts line up before each all-reduce
+(cais-allreduce-perf --sync), so the time is the all-reduce's own. On a
+machine with few cores the switch busy-polls one core and the hosts share the
+rest: the figures show the mechanism, not a NIC's line rate.
 EOF
 }
 
@@ -62,13 +80,15 @@ usage_error() {
 
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--hosts | --sizes | --rounds | --timeout-us | --build | --name)
+	--hosts | --min-bytes | --max-bytes | --steps | --warmup | --dtypes | --build | --name)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
 		--hosts) HOSTS=$2 ;;
-		--sizes) SIZES=$2 ;;
-		--rounds) ROUNDS=$2 ;;
-		--timeout-us) TIMEOUT_US=$2 ;;
+		--min-bytes) MIN_BYTES=$2 ;;
+		--max-bytes) MAX_BYTES=$2 ;;
+		--steps) STEPS=$2 ;;
+		--warmup) WARMUP=$2 ;;
+		--dtypes) DTYPES=$2 ;;
 		--build) BUILD=$2 ;;
 		--name) NAME=$2 ;;
 		esac
@@ -85,27 +105,53 @@ while [ $# -gt 0 ]; do
 	*) usage_error "unknown argument '$1'" ;;
 	esac
 done
+
+# bytes with an optional K/M suffix -> a number
+to_bytes() {
+	case "$1" in
+	*K | *k) echo $((${1%?} * 1024)) ;;
+	*M | *m) echo $((${1%?} * 1048576)) ;;
+	*) echo "$1" ;;
+	esac
+}
 [[ "$HOSTS" =~ ^[0-9]{1,2}$ ]] && [ "$HOSTS" -ge 2 ] && [ "$HOSTS" -le 16 ] ||
 	usage_error "--hosts '$HOSTS': an integer in 2..16"
-[[ "$SIZES" =~ ^[0-9]{1,4}(,[0-9]{1,4})*$ ]] || usage_error "--sizes '$SIZES': a list like 256,1024,2048"
-IFS=, read -r -a SIZE_LIST <<<"$SIZES"
-for e in "${SIZE_LIST[@]}"; do
-	[ "$e" -ge 1 ] && [ "$e" -le 2048 ] || usage_error "--sizes: $e is not in 1..2048"
+for b in "$MIN_BYTES" "$MAX_BYTES"; do
+	[[ "$b" =~ ^[0-9]{1,9}[KkMm]?$ ]] || usage_error "'$b': a byte count like 131072, 128K or 64M"
 done
-[ ${#SIZE_LIST[@]} -le 8 ] || usage_error "--sizes: at most 8 sizes"
-[ -z "$ROUNDS" ] || { [[ "$ROUNDS" =~ ^[0-9]{1,9}$ ]] && [ "$ROUNDS" -ge 1 ]; } ||
-	usage_error "--rounds '$ROUNDS': a positive integer"
-[[ "$TIMEOUT_US" =~ ^[0-9]{1,8}$ ]] && [ "$TIMEOUT_US" -ge 1 ] ||
-	usage_error "--timeout-us '$TIMEOUT_US': a positive integer"
+MIN_B=$(to_bytes "$MIN_BYTES")
+MAX_B=$(to_bytes "$MAX_BYTES")
+[ "$MIN_B" -ge 4 ] && [ $((MIN_B % 4)) -eq 0 ] || usage_error "--min-bytes: a multiple of 4, at least 4"
+[ "$MAX_B" -ge "$MIN_B" ] && [ "$MAX_B" -le $((256 << 20)) ] ||
+	usage_error "--max-bytes: from --min-bytes to 256M"
+[[ "$STEPS" =~ ^[0-9]{1,4}$ ]] && [ "$STEPS" -ge 1 ] || usage_error "--steps '$STEPS': a positive integer"
+[[ "$WARMUP" =~ ^[0-9]{1,4}$ ]] || usage_error "--warmup '$WARMUP': a non-negative integer"
+[[ "$DTYPES" =~ ^(f32|bf16|f16)(,(f32|bf16|f16))*$ ]] || usage_error "--dtypes '$DTYPES': a list from f32, bf16, f16"
+IFS=, read -r -a DTYPE_LIST <<<"$DTYPES"
 [[ "$NAME" =~ ^[a-z0-9]{1,6}$ ]] || usage_error "--name '$NAME': 1..6 characters [a-z0-9]"
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, veth, af_packet); run: sudo $0"
+
+SIZES=()
+for ((b = MIN_B; b <= MAX_B; b *= 2)); do
+	SIZES+=("$b")
+done
 
 T0=$(date +%s.%N)
 elapsed() { awk -v t0="$T0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%5.1f", t1 - t0 }'; }
 say() { echo "[demo $(elapsed) s] $*"; }
+human() { # bytes -> 128K, 64M
+	if [ "$1" -ge 1048576 ] && [ $(($1 % 1048576)) -eq 0 ]; then
+		echo "$(($1 / 1048576))M"
+	elif [ "$1" -ge 1024 ] && [ $(($1 % 1024)) -eq 0 ]; then
+		echo "$(($1 / 1024))K"
+	else
+		echo "$1"
+	fi
+}
 
 WORK=""
 SW_PID=""
+HOST_PIDS=()
 PREFIX="cais-demo-$$"
 TB_UP=0
 
@@ -113,6 +159,9 @@ cleanup() {
 	local rc=$? p
 	trap - EXIT INT TERM
 	set +e
+	for p in "${HOST_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
 	if [ -n "$SW_PID" ] && kill -0 "$SW_PID" 2>/dev/null; then
 		kill -INT "$SW_PID" 2>/dev/null
 		for _ in $(seq 1 50); do
@@ -122,8 +171,11 @@ cleanup() {
 		kill -KILL "$SW_PID" 2>/dev/null
 		wait "$SW_PID" 2>/dev/null
 	fi
+	for p in "${HOST_PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
 	if [ "$TB_UP" -eq 1 ]; then
-		# also stops any cais-rawhost still running in the hosts
+		# also stops anything still running in the hosts
 		bash "$ROOT/scripts/testbed.sh" down --name "$NAME" >/dev/null 2>&1
 		say "testbed $NAME removed"
 	fi
@@ -172,10 +224,10 @@ meson compile -C "$BUILD" >"/tmp/cais-demo-build.$$.log" 2>&1 || {
 }
 rm -f "/tmp/cais-demo-build.$$.log"
 SWITCH="$BUILD/dataplane/cais-switch"
-RAWHOST="$BUILD/tests/integration/cais-rawhost"
+PERF="$BUILD/agent/cais-allreduce-perf"
 [ -x "$SWITCH" ] || die "no $SWITCH: libdpdk was not found at configure time (scripts/install-deps.sh, then rm -rf $BUILD)"
-[ -x "$RAWHOST" ] || die "no $RAWHOST: tests are disabled in $BUILD (meson configure $BUILD -Dtests=enabled)"
-say "    cais-switch and cais-rawhost built in $BUILD"
+[ -x "$PERF" ] || die "no $PERF: the build did not make the agent's tool"
+say "    cais-switch and cais-allreduce-perf built in $BUILD"
 
 WORK=$(mktemp -d /tmp/cais-demo.XXXXXX)
 
@@ -189,28 +241,26 @@ bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$HOSTS" --mtu 9000 >"
 eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
 say "    data $TB_DATA_NET (aggregator $TB_AGG_IP), management $TB_MGMT_NET"
 
-# ---- 4. the switch: one session per size ----
-# session k (tenant 1) has E = size k, S = $SLOTS; rank r binds port 42000 + 100 k + r
-port_of() { echo $((42000 + 100 * $1 + $2)); }
-{
-	echo "["
-	for k in "${!SIZE_LIST[@]}"; do
-		e=${SIZE_LIST[$k]}
-		members=""
-		for ((i = 1; i <= HOSTS; i++)); do
-			members+="${members:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$(eval "echo \$TB_IP_$i")\", \"port\": $(port_of $((k + 1)) $((i - 1)))}"
-		done
-		[ "$k" -eq 0 ] || echo ","
-		echo "  {\"cmd\": \"session.add\", \"args\": {\"tenant\": 1, \"session\": $((k + 1)), \"n\": $HOSTS, \"slots\": $SLOTS, \"elems_per_packet\": $e, \"members\": [$members]}},"
-		echo "  {\"cmd\": \"tensor.add\", \"args\": {\"tenant\": 1, \"session\": $((k + 1)), \"tensor\": 1, \"op\": \"sum\", \"scale\": 1}}"
-	done
-	echo "]"
-} >"$WORK/config.json"
+# ---- 4. the switch: one session of every host ----
+members=""
+PEERS=""
+for ((i = 1; i <= HOSTS; i++)); do
+	ip=$(eval "echo \$TB_IP_$i")
+	members+="${members:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$ip\", \"port\": $PORT}"
+	PEERS+="${PEERS:+,}$ip:$PORT"
+done
+cat >"$WORK/config.json" <<EOF
+[
+  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $HOSTS, "slots": $SLOTS,
+    "elems_per_packet": $ELEMS, "priority": 0, "members": [$members]}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}}
+]
+EOF
 VDEVS=()
 for ((i = 1; i <= HOSTS; i++)); do
 	VDEVS+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
 done
-say "4/5 cais-switch: $HOSTS af_packet ports, aggregator $TB_AGG_IP, ${#SIZE_LIST[@]} session(s) (sizes $SIZES, S $SLOTS)"
+say "4/5 cais-switch: $HOSTS af_packet ports, aggregator $TB_AGG_IP, session 1/1 (n $HOSTS, S $SLOTS, E $ELEMS), tensor 1 sum"
 "$SWITCH" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$PREFIX" -l 0 "${VDEVS[@]}" \
 	-- --agg-ip "$TB_AGG_IP" --config "$WORK/config.json" --stats-period 0 >"$WORK/switch.log" 2>&1 &
 SW_PID=$!
@@ -222,73 +272,61 @@ done
 grep -q "running" "$WORK/switch.log" || fail "cais-switch did not start within 30 s"
 say "    running (pid $SW_PID): $(grep -o 'applied .*' "$WORK/switch.log" | sed "s|$WORK/||")"
 
-# ---- 5. the hosts ----
-say "5/5 allreduce: every host streams chunks through the switch, checking every RESULT"
-declare -A R_ROUNDS R_ELEMS R_ERR R_RETX R_TIME R_OK
-for k in "${!SIZE_LIST[@]}"; do
-	e=${SIZE_LIST[$k]}
-	sess=$((k + 1))
-	if [ -n "$ROUNDS" ]; then
-		rounds=$ROUNDS
-	elif [ "$e" -le 256 ]; then
-		rounds=250000
-	elif [ "$e" -le 1024 ]; then
-		rounds=250000
-	else
-		rounds=150000
-	fi
-	say "    E = $e elements ($((e * 4)) B per chunk): $rounds chunks per host, session 1/$sess"
-	pids=()
+# ---- 5. the workload ----
+say "5/5 workload: $((WARMUP + STEPS)) steps ($WARMUP warm-up) of ${#SIZES[@]} all-reduces each," \
+	"$(human "$MIN_B")..$(human "$MAX_B"), sum, $DTYPES, in-network then ring, every element checked"
+SEQ=0
+# run_hosts LABEL PATH DTYPE: every host at once, progress from host 1's step lines
+run_hosts() {
+	local label=$1 path=$2 dt=$3 i ok=1 last="" t_start line now_s
+	local pids=()
+	t_start=$(date +%s)
 	for ((i = 1; i <= HOSTS; i++)); do
-		ip netns exec "$(eval "echo \$TB_NS_$i")" "$RAWHOST" --rank $((i - 1)) --world "$HOSTS" \
-			--agg "$TB_AGG_IP" --bind "$(eval "echo \$TB_IP_$i"):$(port_of $sess $((i - 1)))" \
-			--tenant 1 --session $sess --tensor 1 --slots $SLOTS --elems "$e" --rounds "$rounds" \
-			--counts full --deadline-s 120 --timeout-us "$TIMEOUT_US" >"$WORK/E$e.h$i.out" 2>"$WORK/E$e.h$i.err" &
+		timeout -k 5 900 ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" --rank $((i - 1)) \
+			--world "$HOSTS" --switch "$TB_AGG_IP" --peers "$PEERS" --tenant 1 --session 1 \
+			--tensor 1 --slots $SLOTS --elems $ELEMS --scale $SCALE --dtype "$dt" --op sum \
+			--min-bytes "$MIN_B" --max-bytes "$MAX_B" --iters "$STEPS" --warmup "$WARMUP" \
+			--interleave --sync --check --check-every 0 --path "$path" --threshold 0 \
+			--first-seq "$SEQ" >"$WORK/$label.h$i.log" 2>&1 &
 		pids+=($!)
+		HOST_PIDS+=($!)
 	done
-	# progress: each host's last progress line, once a second, until all are done
 	while :; do
-		running=0
+		local running=0
 		for p in "${pids[@]}"; do
 			kill -0 "$p" 2>/dev/null && running=$((running + 1))
 		done
+		line=$(grep '^# step ' "$WORK/$label.h1.log" 2>/dev/null | tail -n 1 || true)
+		now_s=$(($(date +%s) - t_start))
+		if [ -n "$line" ] && [ "$line" != "$last" ]; then
+			say "      $label: ${line#\# }"
+			last=$line
+		elif [ $running -gt 0 ] && [ $((now_s % 10)) -eq 0 ] && [ "$now_s" -gt 0 ]; then
+			say "      $label: running, ${now_s} s"
+		fi
 		[ $running -gt 0 ] || break
 		sleep 1
-		line=""
-		for ((i = 1; i <= HOSTS; i++)); do
-			done_=$(grep -o '[0-9]*/[0-9]* rounds' "$WORK/E$e.h$i.err" 2>/dev/null | tail -n 1 | cut -d/ -f1 || true)
-			[ -s "$WORK/E$e.h$i.out" ] && done_=$rounds
-			line+=" h$i ${done_:-0}"
-		done
-		say "      E=$e:$line (of $rounds)"
 	done
-	ok=1
 	for ((i = 1; i <= HOSTS; i++)); do
 		if ! wait "${pids[$((i - 1))]}"; then
 			ok=0
 			echo "---- h$i failed:"
-			tail -n 15 "$WORK/E$e.h$i.err"
+			grep -v '^#' "$WORK/$label.h$i.log" | head -n 15
 		fi
 	done
-	# sum the hosts' summary lines
-	elems=0 errs=0 retx=0 tmax=0
-	for ((i = 1; i <= HOSTS; i++)); do
-		s=$(tail -n 1 "$WORK/E$e.h$i.out" 2>/dev/null || true)
-		[ -n "$s" ] || continue
-		n=$(echo "$s" | grep -o '[0-9]* elements checked' | cut -d' ' -f1 || true)
-		elems=$((elems + ${n:-0}))
-		n=$(echo "$s" | grep -o '[0-9]* errors' | cut -d' ' -f1 || true)
-		errs=$((errs + ${n:-0}))
-		n=$(echo "$s" | grep -o '[0-9]* retransmissions' | cut -d' ' -f1 || true)
-		retx=$((retx + ${n:-0}))
-		t=$(echo "$s" | grep -o '[0-9.]* s (' | cut -d' ' -f1 || true)
-		t=${t:-0}
-		tmax=$(awk -v a="$tmax" -v b="$t" 'BEGIN { if (b + 0 > a + 0) print b; else print a }')
-	done
-	R_ROUNDS[$e]=$rounds R_ELEMS[$e]=$elems R_ERR[$e]=$errs R_RETX[$e]=$retx R_TIME[$e]=$tmax
-	R_OK[$e]=$ok
-	say "      E=$e: $([ $ok -eq 1 ] && echo ok || echo FAILED), $elems elements checked on $HOSTS hosts in $tmax s"
+	HOST_PIDS=()
+	SEQ=$(grep -h -o 'next_seq=[0-9]*' "$WORK/$label".h*.log | cut -d= -f2 | sort -n | tail -n 1)
+	[ -n "$SEQ" ] || SEQ=$((1 << 20))
+	[ $ok -eq 1 ] || fail "$label: a host failed (logs in $WORK)"
+	say "      $label: done in $(($(date +%s) - t_start)) s; $(grep -h -o 'checked=[0-9]*' "$WORK/$label".h*.log |
+		cut -d= -f2 | awk '{ s += $1 } END { print s }') elements checked on $HOSTS hosts, 0 wrong"
 	kill -0 "$SW_PID" 2>/dev/null || fail "cais-switch died"
+}
+for dt in "${DTYPE_LIST[@]}"; do
+	say "    $dt in-network (--path auto, threshold 0: the agent falls back to the ring only where it must)"
+	run_hosts "$dt-switch" auto "$dt"
+	say "    $dt on the fallback ring (--path ring)"
+	run_hosts "$dt-ring" ring "$dt"
 done
 
 # ---- the switch's final counters ----
@@ -301,28 +339,57 @@ kill -0 "$SW_PID" 2>/dev/null && fail "cais-switch did not stop within 10 s of S
 wait "$SW_PID" && SW_RC=0 || SW_RC=$?
 SW_PID=""
 
+# ---- the table ----
+# a size's line of a host's log: bytes count type op path time algbw busbw retx wrong maxrel
+size_line() { awk -v b="$2" '$1 == b' "$1"; }
 echo
-echo "Results: $HOSTS hosts, sum, every RESULT checked byte for byte"
-printf '  %6s %8s %12s %6s %8s %8s %10s %9s %9s %8s %8s %10s\n' \
-	"E" "rounds" "elements" "errors" "retx" "time s" "Melem/s" "sw rounds" "sw dup" "resends" "p50 us" "p99 us"
+echo "All-reduce (sum) on $HOSTS hosts through cais-switch: in-network vs the fallback ring"
+printf '  %5s %6s %12s %12s %8s %13s %13s %9s %8s\n' "dtype" "size" "in-net ms" "ring ms" \
+	"speed-up" "max rel err" "ring rel err" "fallback" "wrong"
 all_ok=1
-for k in "${!SIZE_LIST[@]}"; do
-	e=${SIZE_LIST[$k]}
-	line=$(grep -m1 "^  session 1/$((k + 1)) " "$WORK/switch.log" || true)
-	get() { echo "$line" | grep -o "$1 [0-9.]*" | head -n1 | awk '{print $2}' || true; }
-	rate=$(awk -v n="${R_ELEMS[$e]}" -v h="$HOSTS" -v t="${R_TIME[$e]}" 'BEGIN { printf "%.1f", (t > 0) ? n / h / t / 1e6 : 0 }')
-	printf '  %6s %8s %12s %6s %8s %8s %10s %9s %9s %8s %8s %10s\n' \
-		"$e" "${R_ROUNDS[$e]}" "${R_ELEMS[$e]}" "${R_ERR[$e]}" "${R_RETX[$e]}" "${R_TIME[$e]}" "$rate" \
-		"$(get rounds)" "$(get dup)" "$(get resends)" "$(get p50)" "$(get p99)"
-	[ "${R_OK[$e]}" -eq 1 ] && [ "${R_ERR[$e]}" -eq 0 ] && [ "$(get rounds)" = "${R_ROUNDS[$e]}" ] || all_ok=0
+for dt in "${DTYPE_LIST[@]}"; do
+	for b in "${SIZES[@]}"; do
+		t_sw=0 t_ring=0 err_sw=0 err_ring=0 n=0 notsw=0 wrong=0
+		for ((i = 1; i <= HOSTS; i++)); do
+			l=$(size_line "$WORK/$dt-switch.h$i.log" "$b")
+			r=$(size_line "$WORK/$dt-ring.h$i.log" "$b")
+			[ -n "$l" ] && [ -n "$r" ] || fail "no result for $b bytes ($dt) on h$i"
+			read -r _ _ _ _ path us _ _ _ w e <<<"$l"
+			t_sw=$(awk -v a="$t_sw" -v b="$us" 'BEGIN { print (b > a) ? b : a }')
+			err_sw=$(awk -v a="$err_sw" -v b="$e" 'BEGIN { print (b + 0 > a + 0) ? b : a }')
+			wrong=$((wrong + w))
+			# switch: all in-network; ring(R): none; mixed(K/N,R): K of N
+			case "$path" in
+			switch) k=$((WARMUP + STEPS)) ;;
+			ring*) k=0 ;;
+			mixed*) k=$(echo "$path" | sed 's/mixed(\([0-9]*\)\/.*/\1/') ;;
+			esac
+			n=$((n + WARMUP + STEPS))
+			notsw=$((notsw + WARMUP + STEPS - k))
+			read -r _ _ _ _ _ us _ _ _ w e <<<"$r"
+			t_ring=$(awk -v a="$t_ring" -v b="$us" 'BEGIN { print (b > a) ? b : a }')
+			err_ring=$(awk -v a="$err_ring" -v b="$e" 'BEGIN { print (b + 0 > a + 0) ? b : a }')
+			wrong=$((wrong + w))
+		done
+		[ "$wrong" -eq 0 ] || all_ok=0
+		awk -v dt="$dt" -v sz="$(human "$b")" -v a="$t_sw" -v r="$t_ring" -v e="$err_sw" \
+			-v er="$err_ring" -v nf="$notsw" -v n="$n" -v w="$wrong" 'BEGIN {
+			printf "  %5s %6s %12.1f %12.1f %7.2fx %13.2e %13.2e %8.1f%% %8d\n",
+				dt, sz, a / 1000, r / 1000, r / a, e, er, 100 * nf / n, w }'
+	done
 done
-echo "  (elements: checked on all hosts; retx: retransmissions of all hosts; time: slowest host;"
-echo "   Melem/s: reduced elements per second per host; sw: the switch's counters for the session;"
-echo "   p50/p99: round completion time in the switch, first DATA to last)"
+cat <<EOF
+  (in-net, ring: the median over $STEPS timed steps of the slowest host's all-reduce time,
+   the hosts lined up before each; speed-up: ring / in-network; max rel err: the largest
+   |got - expected| / |expected| of any element on any host (in-network: fixed point,
+   scale $SCALE, then the dtype's rounding; ring: fp32 sums, then the dtype's rounding);
+   fallback: the share of the in-network run's all-reduces, warm-up included, that the
+   agent completed on the ring; wrong: elements outside PROTOCOL.md section 6's bound)
+EOF
 echo
 echo "cais-switch final counters (SIGINT, exit status $SW_RC):"
 sed -n '/cais-switch statistics/,/---------------------------------------------------------------------/p' "$WORK/switch.log"
 echo
 [ "$SW_RC" -eq 0 ] || fail "cais-switch exited with status $SW_RC"
-[ $all_ok -eq 1 ] || fail "some rounds were missing or wrong"
-say "done: every round of every size arrived and was right"
+[ $all_ok -eq 1 ] || fail "some elements were wrong"
+say "done: every element of every all-reduce on every host was right"

@@ -83,7 +83,7 @@ enum cais_path {
 	X(FORCED, "ring path requested")                                                           \
 	X(REJECT, "the switch sent REJECT")                                                        \
 	X(FWD_ONLY, "the switch is in forward-only mode")                                          \
-	X(OVERFLOW, "fixed-point sum overflowed (OVERFLOW)")                                       \
+	X(OVERFLOW, "fixed point overflowed (OVERFLOW, or a value beyond the scale's range)")     \
 	X(SILENT, "the switch stayed silent after the retries")
 
 #define CAIS_X_ENUM(name, text) CAIS_FB_##name,
@@ -119,7 +119,7 @@ struct cais_config {
 	double scale;		  /**< fixed-point scale of tensors without their own (> 0) */
 	size_t threshold;	  /**< offload threshold in bytes */
 	uint32_t retx_timeout_us; /**< retransmission timer */
-	uint32_t retries;	  /**< retransmissions before the switch counts as silent */
+	uint32_t retries;	  /**< retransmissions before the switch counts as silent, 0..1000 */
 	uint32_t timeout_ms;	  /**< bound on one collective; then -ETIMEDOUT */
 	uint32_t check_every; /**< sample the error every K-th in-network collective; 0: never */
 	double error_alarm;   /**< relative error above which a tensor leaves the switch */
@@ -151,6 +151,7 @@ struct cais_metrics {
 	uint64_t chunks_sent;		  /**< DATA first transmissions */
 	uint64_t retransmissions;	  /**< DATA retransmissions */
 	uint64_t results_ignored;	  /**< RESULTs not in flight (duplicate, stale) */
+	uint64_t send_errors;		  /**< DATA the socket refused (a firewall, the MTU) */
 	uint64_t peer_chunks;		  /**< chunk results fetched from peers */
 	uint64_t peer_chunks_served;	  /**< chunk results served to peers */
 	uint64_t congested;		  /**< RESULTs with CONGESTED */

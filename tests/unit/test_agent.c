@@ -592,6 +592,27 @@ t_overflow(void **state)
 	teardown_comms();
 }
 
+/* Inputs beyond the scale's range saturate in conversion: the ring, never a wrong max. */
+static void
+t_saturated_input(void **state)
+{
+	struct setup_opts o = default_opts;
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .op = CAIS_OP_MAX,
+			 .count = 2000,
+			 .iters = 2,
+			 .tensor = FS_TENSOR_MAX,
+			 .want_path = CAIS_PATH_RING,
+			 .want_fb = CAIS_FB_OVERFLOW,
+			 .scale = 0x1p27};
+
+	(void)state;
+	o.scale = 0x1p27; /* 31.25 x 2^27 > 2^31 */
+	setup_comms(&o);
+	run_ranks(run_coll, &k);
+	teardown_comms();
+}
+
 static void
 t_in_place(void **state)
 {
@@ -753,8 +774,15 @@ t_error_alarm(void **state)
 	o.check_every = 1;
 	setup_comms(&o);
 	run_ranks(run_coll, &k);
+	/* bf16 and fp16 outputs: their own rounding is not the switch's error */
+	k.dt = CAIS_BFLOAT16;
+	run_ranks(run_coll, &k);
+	k.dt = CAIS_FLOAT16;
+	run_ranks(run_coll, &k);
+	k.dt = CAIS_FLOAT32;
 	assert_int_equal(cais_metrics_get(COMM[0], &m), 0);
-	assert_int_equal(m.error_checks, 2);
+	print_message("sampled relative error: at most %g\n", m.max_rel_error);
+	assert_int_equal(m.error_checks, 6);
 	assert_true(m.max_rel_error < 1e-3);
 	assert_int_equal(m.tensors_disabled, 0);
 	/* now the switch adds 1.0 (1024 at scale 1024) to every element */
@@ -855,8 +883,9 @@ t_errors(void **state)
 			    "the collective did not complete within the configured bound "
 			    "(timeout_ms)");
 	assert_string_equal(cais_datatype_name(CAIS_BFLOAT16), "bf16");
-	assert_string_equal(cais_fallback_name(CAIS_FB_OVERFLOW),
-			    "fixed-point sum overflowed (OVERFLOW)");
+	assert_string_equal(
+	    cais_fallback_name(CAIS_FB_OVERFLOW),
+	    "fixed point overflowed (OVERFLOW, or a value beyond the scale's range)");
 	teardown_comms();
 }
 
@@ -868,10 +897,11 @@ main(void)
 	    cmocka_unit_test(t_threshold),   cmocka_unit_test(t_loss),
 	    cmocka_unit_test(t_reject),	     cmocka_unit_test(t_fwd_only),
 	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_results_lost_one_rank),
-	    cmocka_unit_test(t_overflow),    cmocka_unit_test(t_in_place),
-	    cmocka_unit_test(t_outstanding), cmocka_unit_test(t_slow_rank),
-	    cmocka_unit_test(t_restart),     cmocka_unit_test(t_error_alarm),
-	    cmocka_unit_test(t_timeout),     cmocka_unit_test(t_errors),
+	    cmocka_unit_test(t_overflow),    cmocka_unit_test(t_saturated_input),
+	    cmocka_unit_test(t_in_place),    cmocka_unit_test(t_outstanding),
+	    cmocka_unit_test(t_slow_rank),   cmocka_unit_test(t_restart),
+	    cmocka_unit_test(t_error_alarm), cmocka_unit_test(t_timeout),
+	    cmocka_unit_test(t_errors),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
