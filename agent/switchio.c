@@ -37,7 +37,7 @@ int
 ag_switch_open(struct cais_comm *c)
 {
 	const struct sockaddr_in *me = &c->peers[c->cfg.rank];
-	int fd, buf = 8 << 20, one = 1, pmtu = IP_PMTUDISC_DO;
+	int fd, buf = 16 << 20, one = 1, pmtu = IP_PMTUDISC_DO;
 	int mtu = path_mtu(c);
 
 	/* a fragment is not CAIS to the switch: the packet must fit the MTU */
@@ -48,8 +48,12 @@ ag_switch_open(struct cais_comm *c)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	/* a window of RESULTs arrives in one burst: room for all of it (the FORCE
+	 * variants pass net.core.rmem_max where we may, e.g. as root) */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) != 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)) != 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)me, sizeof(*me)) != 0) {
 		int err = -errno;
