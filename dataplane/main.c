@@ -26,6 +26,8 @@
 #include <rte_log.h>
 #include <rte_rcu_qsbr.h>
 
+#include "ctl_client.h"
+#include "ctl_endpoint.h"
 #include "dp_switch.h"
 
 RTE_LOG_REGISTER_DEFAULT(cais_switch_logtype, INFO);
@@ -39,7 +41,7 @@ struct options {
 	struct rte_ether_addr agg_mac;
 	uint16_t udp_port;
 	const char *config;
-	const char *ctl;
+	struct sockaddr_in ctl;
 	const char *ctl_key;
 	unsigned int stats_period;
 	uint32_t max_slots;
@@ -67,8 +69,10 @@ usage(FILE *f, const char *prog)
 		"  --udp-port N         CAIS data port (default %u)\n"
 		"  --config FILE        JSON array of control requests applied at start;\n"
 		"                       the first failure stops the start\n"
-		"  --ctl ADDR:PORT      control endpoint (default 127.0.0.1:%u)\n"
-		"  --ctl-key FILE       HMAC key of the control endpoint\n"
+		"  --ctl ADDR:PORT      control endpoint, JSON over UDP (default 127.0.0.1:%u);\n"
+		"                       'none': no endpoint (tables from --config only)\n"
+		"  --ctl-key FILE       HMAC-SHA256 key (the file's raw bytes) of the endpoint;\n"
+		"                       without one the endpoint must be on loopback\n"
 		"  --stats-period S     print counters every S seconds (0: only at exit)\n"
 		"  --max-slots N        slot capacity of the switch (default %u)\n"
 		"  --mac-age S          MAC table ageing in seconds (default %u)\n"
@@ -101,27 +105,6 @@ parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max,
 	}
 	*out = v;
 	return 0;
-}
-
-static int
-parse_ctl_addr(const char *s)
-{
-	char host[64];
-	const char *colon = strrchr(s, ':');
-	unsigned long port;
-	struct in_addr a;
-
-	if (!colon || (size_t)(colon - s) >= sizeof(host)) {
-		fprintf(stderr, "cais-switch: --ctl: '%s' is not ADDR:PORT\n", s);
-		return -1;
-	}
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	if (inet_pton(AF_INET, host, &a) != 1) {
-		fprintf(stderr, "cais-switch: --ctl: '%s' is not an IPv4 address\n", host);
-		return -1;
-	}
-	return parse_uint("--ctl", colon + 1, 1, 65535, &port);
 }
 
 enum {
@@ -192,9 +175,14 @@ parse_args(int argc, char **argv, struct options *o)
 			o->config = optarg;
 			break;
 		case OPT_CTL:
-			if (parse_ctl_addr(optarg))
+			if (strcmp(optarg, "none") == 0) {
+				o->ctl.sin_port = 0;
+				break;
+			}
+			if (ctl_parse_addr(optarg, CAIS_CTL_PORT, &o->ctl) != 0) {
+				fprintf(stderr, "cais-switch: --ctl: '%s' is not A.B.C.D:PORT\n", optarg);
 				return -1;
-			o->ctl = optarg;
+			}
 			break;
 		case OPT_CTL_KEY:
 			if (access(optarg, R_OK) != 0) {
@@ -372,6 +360,64 @@ periodic(struct dp_switch *sw, void *arg)
 	rte_rcu_qsbr_thread_online(sw->rcu, 0);
 }
 
+static struct ctl_endpoint *g_ep;
+
+/* The control thread: the endpoint, never on a data lcore. */
+static void *
+ctl_main(void *arg)
+{
+	struct dp_switch *sw = arg;
+
+	while (!sw->quit) {
+		int rc = ctl_endpoint_poll(g_ep, 100);
+
+		if (rc < 0) {
+			LOG(ERR, "control endpoint: %s", strerror(-rc));
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int
+start_endpoint(struct dp_switch *sw, const struct options *o, const struct ctl_ops *ops,
+	       pthread_t *tid)
+{
+	static struct ctl_key key;
+	struct ctl_endpoint_conf ec = {.addr = o->ctl, .ops = ops, .key = &key};
+	char addr[INET_ADDRSTRLEN];
+	int rc;
+
+	if (o->ctl.sin_port == 0) {
+		LOG(INFO, "no control endpoint (--ctl none)");
+		return 0;
+	}
+	if (o->ctl_key && (rc = ctl_key_load(o->ctl_key, &key)) != 0) {
+		LOG(ERR, "--ctl-key %s: %s", o->ctl_key,
+		    rc == -EINVAL ? "empty or larger than 4096 bytes" : strerror(-rc));
+		return rc;
+	}
+	rc = ctl_endpoint_open(&ec, &g_ep);
+	inet_ntop(AF_INET, &o->ctl.sin_addr, addr, sizeof(addr));
+	if (rc == -EPERM) {
+		LOG(ERR, "--ctl %s:%u is not a loopback address: that needs --ctl-key", addr,
+		    ntohs(o->ctl.sin_port));
+		return rc;
+	}
+	if (rc) {
+		LOG(ERR, "control endpoint %s:%u: %s", addr, ntohs(o->ctl.sin_port), strerror(-rc));
+		return rc;
+	}
+	rc = rte_ctrl_thread_create(tid, "cais-ctl", NULL, ctl_main, sw);
+	if (rc) {
+		LOG(ERR, "control thread: %s", strerror(-rc));
+		return rc;
+	}
+	LOG(INFO, "control endpoint on %s:%u (%s)", addr, ntohs(o->ctl.sin_port),
+	    key.len ? "HMAC-SHA256" : "no key: loopback only");
+	return 0;
+}
+
 static bool
 wants_help(int argc, char **argv)
 {
@@ -385,6 +431,7 @@ int
 main(int argc, char **argv)
 {
 	struct options o = {.udp_port = CAIS_UDP_PORT, .mtu = DP_DEFAULT_MTU};
+	pthread_t ctl_thread;
 	struct dp_switch_conf conf = {0};
 	struct periodic_state ps = {0};
 	struct ctl_ops ops;
@@ -404,6 +451,9 @@ main(int argc, char **argv)
 	argc -= ret;
 	argv += ret;
 	argv[0] = "cais-switch";
+	o.ctl.sin_family = AF_INET;
+	o.ctl.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	o.ctl.sin_port = htons(CAIS_CTL_PORT);
 	if (parse_args(argc, argv, &o) != 0)
 		rte_exit(EXIT_FAILURE, "bad options (see --help)\n");
 
@@ -461,10 +511,6 @@ main(int argc, char **argv)
 	} else {
 		LOG(INFO, "no --agg-ip: forwarding only, %u data lcore(s)", g_sw->n_lcores);
 	}
-	if (o.ctl || o.ctl_key)
-		LOG(WARNING, "--ctl/--ctl-key accepted, but this build has no control endpoint "
-			     "yet; tables come from --config");
-
 	dp_switch_ctl_ops(g_sw, &ops);
 	if (o.config) {
 		if (ctl_apply_file(&ops, o.config, &err) != 0)
@@ -472,6 +518,9 @@ main(int argc, char **argv)
 		LOG(INFO, "applied %s: %u session(s), %u tensor(s)", o.config, g_sw->n_sessions,
 		    g_sw->n_tensors);
 	}
+
+	if (start_endpoint(g_sw, &o, &ops, &ctl_thread) != 0)
+		rte_exit(EXIT_FAILURE, "cannot start the control endpoint\n");
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -487,6 +536,10 @@ main(int argc, char **argv)
 	dp_lcore_run(&g_sw->lcores[0]);
 	rte_eal_mp_wait_lcore();
 
+	if (g_ep) {
+		pthread_join(ctl_thread, NULL);
+		ctl_endpoint_close(g_ep);
+	}
 	printf("\ncais-switch: stopping (%s)\n", g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
 	dp_stats_print(g_sw, stdout);
 	for (p = 0; p < n_ports; p++) {

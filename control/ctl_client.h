@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The client side of the control protocol (PROTOCOL.md section 4, and the
+ * manager's of docs/PROTOCOL.md E3): one request, one reply, over UDP, with
+ * the MAC line when a key is given, a fresh id and a ts newer than the last
+ * one this process sent, and retransmission until a reply with that id
+ * comes or the time is up.
+ */
+#ifndef CTL_CLIENT_H
+#define CTL_CLIENT_H
+
+#include <netinet/in.h>
+
+#include <jansson.h>
+
+#include "ctl.h"
+#include "ctl_auth.h"
+
+/**
+ * Parse "A.B.C.D[:PORT]" (port default_port when absent).
+ * @return 0 or -EINVAL
+ */
+int ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out);
+
+/**
+ * Send {"id", "ts", "cmd", "args"} to addr and wait for its reply.
+ * @param args    may be NULL (no "args")
+ * @param result  on success the reply's "result" (a new reference), else NULL
+ * @param err     on failure: the reply's error (code and message), or the
+ *                local cause (ETIMEDOUT: no reply within timeout_ms; EPROTO: a
+ *                reply that is not the protocol's)
+ * @return 0, or -code
+ */
+int ctl_call(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
+	     json_t *args, int timeout_ms, json_t **result, struct ctl_err *err);
+
+#endif /* CTL_CLIENT_H */

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "ctl_endpoint.h"
+
+struct ctl_endpoint {
+	struct ctl_endpoint_conf conf;
+	struct ctl_key key;
+	int fd;
+	int64_t last_ts; /**< newest ts accepted (replay protection) */
+	struct ctl_endpoint_stats st;
+	uint8_t rx[CTL_MAX_DGRAM + 1];
+	char tx[CTL_MAX_DGRAM];
+};
+
+int
+ctl_endpoint_open(const struct ctl_endpoint_conf *conf, struct ctl_endpoint **out)
+{
+	struct ctl_endpoint *ep;
+	bool keyed = conf->key && conf->key->len;
+
+	if (!conf || !out || (!conf->ops && !conf->handler))
+		return -EINVAL;
+	if (!keyed && conf->addr.sin_port &&
+	    (ntohl(conf->addr.sin_addr.s_addr) >> 24) != 127)
+		return -EPERM; /* without a key, only loopback may reach it */
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -ENOMEM;
+	ep->conf = *conf;
+	if (keyed)
+		ep->key = *conf->key;
+	ep->conf.key = &ep->key;
+	if (!ep->conf.clock_ms)
+		ep->conf.clock_ms = ctl_now_ms;
+	ep->fd = -1;
+	if (conf->addr.sin_port) {
+		int one = 1;
+
+		ep->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (ep->fd < 0 || setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+		    bind(ep->fd, (const struct sockaddr *)&conf->addr, sizeof(conf->addr)) != 0) {
+			int err = -errno;
+
+			ctl_endpoint_close(ep);
+			return err;
+		}
+	}
+	*out = ep;
+	return 0;
+}
+
+void
+ctl_endpoint_close(struct ctl_endpoint *ep)
+{
+	if (!ep)
+		return;
+	if (ep->fd >= 0)
+		close(ep->fd);
+	free(ep);
+}
+
+int
+ctl_endpoint_fd(const struct ctl_endpoint *ep)
+{
+	return ep->fd;
+}
+
+void
+ctl_endpoint_stats(const struct ctl_endpoint *ep, struct ctl_endpoint_stats *st)
+{
+	*st = ep->st;
+}
+
+/* Serialise a reply; one that does not fit becomes an ENOSPC error. */
+static size_t
+reply_dump(json_t *rep, char *out, size_t cap)
+{
+	size_t n = json_dumpb(rep, out, cap, JSON_COMPACT);
+
+	if (n == 0 || n > cap) {
+		n = (size_t)snprintf(out, cap,
+				     "{\"id\":null,\"ok\":false,\"error\":{\"code\":\"ENOSPC\","
+				     "\"message\":\"reply larger than %zu bytes\"}}",
+				     cap);
+		if (n >= cap)
+			n = cap ? cap - 1 : 0;
+	}
+	json_decref(rep);
+	return n;
+}
+
+static size_t
+reply_error(json_t *id, int code, const char *msg, char *out, size_t cap)
+{
+	json_t *rep = json_object(), *e = json_object();
+
+	json_object_set(rep, "id", id ? id : json_null());
+	json_object_set_new(rep, "ok", json_false());
+	json_object_set_new(e, "code", json_string(ctl_errname(code)));
+	json_object_set_new(e, "message", json_string(msg));
+	json_object_set_new(rep, "error", e);
+	return reply_dump(rep, out, cap);
+}
+
+size_t
+ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, char *out,
+		    size_t cap)
+{
+	bool keyed = ep->key.len > 0;
+	struct ctl_err err = {0};
+	const char *js;
+	size_t jlen;
+	json_error_t je;
+	json_t *req, *id, *ts, *res = NULL, *rep;
+	size_t n;
+	int rc;
+
+	ep->st.requests++;
+	if (len > CTL_MAX_DGRAM) {
+		ep->st.malformed++;
+		return reply_error(NULL, EINVAL, "datagram larger than 64 KiB", out, cap);
+	}
+	if (ctl_unframe(&ep->key, dgram, len, &js, &jlen) != 0) {
+		ep->st.auth_failures++;
+		return reply_error(NULL, EPERM, "missing or bad MAC", out, cap);
+	}
+	req = json_loadb(js, jlen, JSON_REJECT_DUPLICATES, &je);
+	if (!req) {
+		char msg[200];
+
+		ep->st.malformed++;
+		snprintf(msg, sizeof(msg), "not JSON: %s (at %d)", je.text, je.position);
+		return reply_error(NULL, EINVAL, msg, out, cap);
+	}
+	id = json_is_object(req) ? json_object_get(req, "id") : NULL;
+	if (!json_is_object(req) || !json_is_integer(id)) {
+		ep->st.malformed++;
+		n = reply_error(NULL, EINVAL,
+				json_is_object(req) ? (id ? "field 'id' must be an integer"
+							  : "missing field 'id'")
+						    : "request must be a JSON object",
+				out, cap);
+		json_decref(req);
+		return n;
+	}
+	ts = json_object_get(req, "ts");
+	if (keyed || ts) {
+		int64_t now = ep->conf.clock_ms(), t;
+
+		if (!json_is_integer(ts)) {
+			ep->st.malformed++;
+			n = reply_error(id, EINVAL,
+					ts ? "field 'ts' must be an integer" : "missing field 'ts'",
+					out, cap);
+			json_decref(req);
+			return n;
+		}
+		t = (int64_t)json_integer_value(ts);
+		if (keyed && (t > now + CTL_TS_WINDOW_MS || t < now - CTL_TS_WINDOW_MS)) {
+			ep->st.auth_failures++;
+			n = reply_error(id, EPERM, "field 'ts' is more than 30 s off the clock", out,
+					cap);
+			json_decref(req);
+			return n;
+		}
+		if (keyed && t <= ep->last_ts) {
+			ep->st.auth_failures++;
+			n = reply_error(id, EPERM, "field 'ts' is not newer than the last (replay)",
+					out, cap);
+			json_decref(req);
+			return n;
+		}
+		if (keyed)
+			ep->last_ts = t;
+	}
+	if (ep->conf.ops) {
+		rc = ctl_dispatch(ep->conf.ops, req, &res, &err);
+	} else {
+		res = json_object();
+		rc = ep->conf.handler(ep->conf.handler_ctx, req, res, &err);
+		if (rc) {
+			json_decref(res);
+			res = NULL;
+		}
+	}
+	if (rc) {
+		ep->st.errors++;
+		n = reply_error(id, err.code ? err.code : -rc, err.msg[0] ? err.msg : "failed", out,
+				cap);
+		json_decref(req);
+		return n;
+	}
+	rep = json_object();
+	json_object_set(rep, "id", id);
+	json_object_set_new(rep, "ok", json_true());
+	json_object_set_new(rep, "result", res);
+	json_decref(req);
+	return reply_dump(rep, out, cap);
+}
+
+int
+ctl_endpoint_poll(struct ctl_endpoint *ep, int timeout_ms)
+{
+	struct pollfd p = {.fd = ep->fd, .events = POLLIN};
+	int handled = 0;
+
+	if (ep->fd < 0)
+		return -EINVAL;
+	if (poll(&p, 1, timeout_ms) < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (;;) {
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(ep->fd, ep->rx, sizeof(ep->rx), MSG_DONTWAIT | MSG_TRUNC,
+				     (struct sockaddr *)&from, &fl);
+		size_t r;
+
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? handled : -errno;
+		r = ctl_endpoint_handle(ep, ep->rx, (size_t)n, ep->tx, sizeof(ep->tx));
+		sendto(ep->fd, ep->tx, r, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
+		handled++;
+	}
+}
