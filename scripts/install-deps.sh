@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential meson ninja-build pkg-config python3
-	dpdk-dev libdpdk-dev libnuma-dev libjansson-dev libcmocka-dev libssl-dev
+	dpdk-dev libdpdk-dev libnuma-dev libjansson-dev libcmocka-dev libssl-dev libsqlite3-dev
 	iproute2 ethtool iputils-ping procps kmod nftables)
 if [ "${1:-}" = "--fuzz" ]; then
 	pkgs+=(clang llvm libclang-rt-14-dev)
