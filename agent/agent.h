@@ -36,6 +36,7 @@
 #include <cais/cais.h>
 #include <cais/proto.h>
 
+#include "ctl_auth.h"
 #include "quant.h"
 
 /* ---- sizes and timers, with their reasons ---- */
@@ -240,6 +241,26 @@ struct ag_pending_join {
 	LIST_ENTRY(ag_pending_join) link;
 };
 
+/** Tensors whose max |x| one step tracks (managed communicators). */
+#define AG_MAX_MANAGED_TENSORS 1024u
+
+/** What a communicator joined through cais-manager keeps. */
+struct ag_managed {
+	struct sockaddr_in mgr;
+	struct ctl_key key;
+	char job[65];
+	unsigned int rank;
+	uint64_t step;
+	bool started;		      /**< a step has begun: the next one reports it */
+	struct cais_metrics last;     /**< metrics at the last report */
+	struct cais_metrics reported; /**< ... as reported */
+	unsigned int n_maxabs;	      /**< under the communicator's lock */
+	struct {
+		uint32_t tensor;
+		float value;
+	} maxabs[AG_MAX_MANAGED_TENSORS];
+};
+
 /** Per-tensor settings. */
 struct ag_tensor {
 	uint32_t id;
@@ -251,7 +272,8 @@ struct ag_tensor {
 
 struct cais_comm {
 	struct cais_config cfg;
-	struct sockaddr_in *peers; /**< world entries */
+	struct ag_managed *managed; /**< joined through cais-manager, or NULL */
+	struct sockaddr_in *peers;  /**< world entries */
 	struct sockaddr_in sw;
 	const struct cais_quant_ops *q;
 	struct cais_rng rng;
@@ -304,6 +326,11 @@ struct cais_comm {
 	struct cais_metrics m;
 	uint64_t hist[AG_HIST_BUCKETS];
 };
+
+/* ---- join.c ---- */
+/** Track max |x| of a collective's input for the step's report (managed only). */
+void ag_note_maxabs(struct cais_comm *c, uint32_t tensor, const void *send, size_t count,
+		    enum cais_datatype dt);
 
 /* ---- comm.c ---- */
 uint64_t ag_now_ns(void);

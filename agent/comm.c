@@ -263,6 +263,8 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 	nchunks = (count + c->cfg.elems - 1) / c->cfg.elems;
 	if (nchunks > (1u << 30))
 		return -EINVAL;
+	if (c->managed)
+		ag_note_maxabs(c, tensor, send, count, dt);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -748,6 +750,7 @@ comm_free(struct cais_comm *c)
 	}
 	for (unsigned int i = 0; i < AG_POOL_BUFS; i++)
 		free(c->pool[i].p);
+	free(c->managed);
 	free(c->win);
 	free(c->cache);
 	free(c->cached);

@@ -83,7 +83,7 @@ enum cais_path {
 	X(FORCED, "ring path requested")                                                           \
 	X(REJECT, "the switch sent REJECT")                                                        \
 	X(FWD_ONLY, "the switch is in forward-only mode")                                          \
-	X(OVERFLOW, "fixed point overflowed (OVERFLOW, or a value beyond the scale's range)")     \
+	X(OVERFLOW, "fixed point overflowed (OVERFLOW, or a value beyond the scale's range)")      \
 	X(SILENT, "the switch stayed silent after the retries")
 
 #define CAIS_X_ENUM(name, text) CAIS_FB_##name,
@@ -119,8 +119,8 @@ struct cais_config {
 	double scale;		  /**< fixed-point scale of tensors without their own (> 0) */
 	size_t threshold;	  /**< offload threshold in bytes */
 	uint32_t retx_timeout_us; /**< retransmission timer */
-	uint32_t retries;	  /**< retransmissions before the switch counts as silent, 0..1000 */
-	uint32_t timeout_ms;	  /**< bound on one collective; then -ETIMEDOUT */
+	uint32_t retries;     /**< retransmissions before the switch counts as silent, 0..1000 */
+	uint32_t timeout_ms;  /**< bound on one collective; then -ETIMEDOUT */
 	uint32_t check_every; /**< sample the error every K-th in-network collective; 0: never */
 	double error_alarm;   /**< relative error above which a tensor leaves the switch */
 	bool round_nearest;   /**< round to nearest instead of stochastic rounding */
@@ -165,6 +165,22 @@ struct cais_metrics {
 struct cais_comm;
 struct cais_request;
 
+/** Joining through cais-manager instead of a static configuration (docs/PROTOCOL.md E3). */
+struct cais_join {
+	const char *manager;	 /**< "A.B.C.D[:PORT]" of cais-manager (port default 51735) */
+	const char *key_file;	 /**< the manager's HMAC key file, or NULL */
+	const char *job;	 /**< the job's name, the same on every rank (1..64 chars) */
+	const char *tenant;	 /**< the tenant's name (1..64 chars) */
+	unsigned int rank;	 /**< this rank, 0..world-1 */
+	unsigned int world;	 /**< world size, 1..255 */
+	struct sockaddr_in data; /**< this rank's data address: its UDP port is registered
+				  * with the switch, the ring listens on the same TCP port */
+	uint32_t slots;		 /**< pool size wanted; 0: the manager's default */
+	uint16_t elems;		 /**< elements per packet wanted; 0: the manager's default */
+	int priority;		 /**< 0 normal, 1 high */
+	uint32_t timeout_ms;	 /**< how long to wait for every rank to join; 0: 60 s */
+};
+
 /** Fill c with defaults: threshold 1 MiB, 500 us, 8 retries, 30 s, scale 1024, K 100, 1e-3. */
 void cais_config_init(struct cais_config *c);
 
@@ -178,6 +194,40 @@ void cais_config_init(struct cais_config *c);
  *         another socket error of bind(); -ENOMEM
  */
 int cais_comm_create(const struct cais_config *cfg, struct cais_comm **comm);
+
+/**
+ * Join a job through cais-manager: register it (every rank registers the same
+ * job; the first creates it), join with this rank's MAC (found from the
+ * interface that holds data's address), IPv4 address and port, wait until
+ * every rank has joined and the manager has installed the session on the
+ * switch, then create the communicator from what the manager says (tenant,
+ * session, aggregator, peers, slots, elems, first seq). Timers, threshold and
+ * the like come from tmpl (NULL: cais_config_init()'s). When the manager
+ * refused the switch (admission), every collective takes the ring.
+ * @return 0; -EINVAL (bad arguments); -EADDRNOTAVAIL (no interface holds
+ *         data's address); -ETIMEDOUT (no manager, or not every rank joined
+ *         in time); -EEXIST (the job exists with other parameters); -EPROTO (a
+ *         reply that is not the protocol's); what cais_comm_create() returns
+ */
+int cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl,
+		   struct cais_comm **comm);
+
+/**
+ * Register a tensor with the manager (managed communicators; every rank).
+ * @return 0; -EINVAL (not managed, bad op); the manager's error
+ */
+int cais_tensor_register(struct cais_comm *comm, uint32_t tensor, enum cais_redop op);
+
+/**
+ * Begin training step `step` (managed communicators; every rank, once per
+ * step, before the step's collectives): report the previous step's
+ * statistics (per-tensor max |x|, fallbacks, errors, CONGESTED) and take this
+ * step's offload list and scales, the same on every rank. Never called per
+ * all-reduce.
+ * @return 0; -EINVAL (not managed); -ETIMEDOUT (no manager: the previous
+ *         settings stay); the manager's error
+ */
+int cais_step_begin(struct cais_comm *comm, uint64_t step);
 
 /**
  * Stop the progress thread and free everything. Requests still outstanding

@@ -23,6 +23,7 @@
 
 #include <cais/cais.h>
 
+#include "ctl_endpoint.h"
 #include "fake_switch.h"
 #include "../../agent/quant.h"
 
@@ -889,6 +890,168 @@ t_errors(void **state)
 	teardown_comms();
 }
 
+/* ---- joining through a (fake) manager ---- */
+
+struct fake_mgr {
+	struct ctl_endpoint *ep;
+	pthread_t thread;
+	atomic_bool stop;
+	pthread_mutex_t lock;
+	unsigned int joined, registered, reports;
+	json_t *members;
+	uint64_t last_step;
+	double last_maxabs;
+};
+
+static int
+fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
+{
+	struct fake_mgr *f = ctx;
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	const json_t *a = json_object_get(req, "args");
+	int rc = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (!strcmp(cmd, "job.register")) {
+		f->registered++;
+	} else if (!strcmp(cmd, "job.join") || !strcmp(cmd, "job.status")) {
+		if (!strcmp(cmd, "job.join")) {
+			json_array_append_new(f->members,
+					      json_pack("{s:O, s:O, s:O}", "rank",
+							json_object_get(a, "rank"), "ip",
+							json_object_get(a, "ip"), "port",
+							json_object_get(a, "port")));
+			f->joined++;
+		}
+		if (f->joined < N) {
+			json_object_set_new(res, "state", json_string("waiting"));
+		} else {
+			char sw[64];
+
+			snprintf(sw, sizeof(sw), "127.0.0.1:%u", ntohs(SW->addr.sin_port));
+			json_object_set_new(res, "state", json_string("ready"));
+			json_object_set_new(res, "tenant", json_integer(1));
+			json_object_set_new(res, "session", json_integer(1));
+			json_object_set_new(res, "switch", json_string(sw));
+			json_object_set_new(res, "slots", json_integer(64));
+			json_object_set_new(res, "elems_per_packet", json_integer(256));
+			json_object_set_new(res, "first_seq", json_integer(1000));
+			json_object_set_new(res, "offload", json_true());
+			json_object_set(res, "members", f->members);
+		}
+	} else if (!strcmp(cmd, "tensor.register")) {
+		/* nothing to keep */
+	} else if (!strcmp(cmd, "step.begin")) {
+		uint64_t step = (uint64_t)json_integer_value(json_object_get(a, "step"));
+
+		f->last_step = step;
+		/* even steps: tensor 1 on the switch at scale 2048; odd: off the switch */
+		json_object_set_new(res, "step", json_integer((json_int_t)step));
+		json_object_set_new(res, "offload", step % 2 ? json_array() : json_pack("[i]", 1));
+		json_object_set_new(res, "scales",
+				    json_pack("[{s:i, s:f}]", "tensor", 1, "scale", 2048.0));
+	} else if (!strcmp(cmd, "stats.report")) {
+		const json_t *t = json_array_get(json_object_get(a, "tensors"), 0);
+
+		f->reports++;
+		if (t)
+			f->last_maxabs = json_number_value(json_object_get(t, "max_abs"));
+	} else {
+		rc = ctl_fail(err, EINVAL, "unknown command '%s'", cmd);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static void *
+fm_main(void *arg)
+{
+	struct fake_mgr *f = arg;
+
+	while (!atomic_load(&f->stop))
+		ctl_endpoint_poll(f->ep, 20);
+	return NULL;
+}
+
+static struct fake_mgr FM;
+
+static int
+run_joined(unsigned int rank, void *arg)
+{
+	struct cais_join j = {.manager = arg,
+			      .job = "job-a",
+			      .tenant = "team-b",
+			      .rank = rank,
+			      .world = N,
+			      .data = PEERS[rank],
+			      .timeout_ms = 10000};
+	struct cais_config tmpl;
+	float *b = malloc(5000 * sizeof(float));
+	int rc;
+
+	cais_config_init(&tmpl);
+	tmpl.threshold = 0;
+	tmpl.check_every = 0;
+	rc = cais_comm_join(&j, &tmpl, &COMM[rank]);
+	if (rc)
+		return rc;
+	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM);
+	for (unsigned int step = 0; step < 4 && rc == 0; step++) {
+		struct cais_request *req;
+		struct cais_status st;
+
+		rc = cais_step_begin(COMM[rank], step);
+		fill(b, CAIS_FLOAT32, rank, 5000, step);
+		if (rc == 0)
+			rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM,
+					     &req);
+		if (rc == 0)
+			rc = cais_wait_status(req, &st);
+		if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
+			rc = -1000;
+		/* the manager's list decides, the same on every rank */
+		if (rc == 0 && st.path != (step % 2 ? CAIS_PATH_RING : CAIS_PATH_SWITCH))
+			rc = -1001;
+	}
+	free(b);
+	return rc;
+}
+
+static void
+t_join_manager(void **state)
+{
+	struct ctl_endpoint_conf ec = {.handler = fm_handle, .handler_ctx = &FM};
+	char addr[64];
+
+	(void)state;
+	N = 4;
+	SW = fs_start(N, 64);
+	for (unsigned int r = 0; r < N; r++) {
+		PEERS[r].sin_family = AF_INET;
+		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		PEERS[r].sin_port = htons(free_port());
+	}
+	memset(&FM, 0, sizeof(FM));
+	pthread_mutex_init(&FM.lock, NULL);
+	FM.members = json_array();
+	ec.addr.sin_family = AF_INET;
+	ec.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ec.addr.sin_port = htons(free_port());
+	assert_int_equal(ctl_endpoint_open(&ec, &FM.ep), 0);
+	pthread_create(&FM.thread, NULL, fm_main, &FM);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(ec.addr.sin_port));
+	run_ranks(run_joined, addr);
+	assert_int_equal(FM.registered, N);
+	assert_int_equal(FM.joined, N);
+	assert_int_equal(FM.reports, 3 * N); /* steps 1..3 report the step before */
+	assert_true(FM.last_maxabs > 0);
+	atomic_store(&FM.stop, true);
+	pthread_join(FM.thread, NULL);
+	ctl_endpoint_close(FM.ep);
+	json_decref(FM.members);
+	teardown_comms();
+}
+
 int
 main(void)
 {
@@ -901,7 +1064,7 @@ main(void)
 	    cmocka_unit_test(t_in_place),    cmocka_unit_test(t_outstanding),
 	    cmocka_unit_test(t_slow_rank),   cmocka_unit_test(t_restart),
 	    cmocka_unit_test(t_error_alarm), cmocka_unit_test(t_timeout),
-	    cmocka_unit_test(t_errors),
+	    cmocka_unit_test(t_errors),	     cmocka_unit_test(t_join_manager),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

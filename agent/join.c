@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Joining through cais-manager (docs/PROTOCOL.md E3), tensor registration,
+ * and the once-per-step exchange: report the last step's statistics, take
+ * this step's offload list and scales.
+ */
+#include <errno.h>
+#include <ifaddrs.h>
+#include <math.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/ioctl.h>
+
+#include "agent.h"
+#include "ctl_client.h"
+
+#define AG_CALL_MS		5000
+#define AG_JOIN_POLL_US		100000
+#define AG_MAX_TENSORS_REPORTED 1024
+
+/* The MAC of the interface that holds addr. */
+static int
+mac_of(const struct in_addr *addr, char out[18])
+{
+	struct ifaddrs *ifs, *i;
+	int rc = -EADDRNOTAVAIL;
+
+	if (getifaddrs(&ifs) != 0)
+		return -errno;
+	for (i = ifs; i; i = i->ifa_next) {
+		struct ifreq ifr;
+		int fd;
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr != addr->s_addr)
+			continue;
+		memset(&ifr, 0, sizeof(ifr));
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", i->ifa_name);
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && ioctl(fd, SIOCGIFHWADDR, &ifr) == 0) {
+			const uint8_t *m = (const uint8_t *)ifr.ifr_hwaddr.sa_data;
+
+			snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3],
+				 m[4], m[5]);
+			rc = 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		break;
+	}
+	freeifaddrs(ifs);
+	return rc;
+}
+
+static int
+call(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res)
+{
+	struct ctl_err err;
+	int rc = ctl_call(&m->mgr, &m->key, cmd, args, AG_CALL_MS, res, &err);
+
+	json_decref(args);
+	if (rc)
+		fprintf(stderr, "libcais: manager %s: %s: %s\n", cmd, ctl_errname(err.code),
+			err.msg);
+	return rc;
+}
+
+static int
+str_to_addr(const char *s, struct sockaddr_in *a)
+{
+	return s && ctl_parse_addr(s, CAIS_UDP_PORT, a) == 0 ? 0 : -EPROTO;
+}
+
+/* The ready job.status reply into a configuration. */
+static int
+config_from_status(const json_t *st, struct cais_config *cfg, struct sockaddr_in **peers_out,
+		   bool *offload)
+{
+	const json_t *members = json_object_get(st, "members"), *m;
+	struct sockaddr_in *peers;
+	size_t i;
+
+	if (!json_is_integer(json_object_get(st, "tenant")) ||
+	    !json_is_integer(json_object_get(st, "session")) || !json_is_array(members) ||
+	    json_array_size(members) != cfg->world ||
+	    str_to_addr(json_string_value(json_object_get(st, "switch")), &cfg->switch_addr) != 0)
+		return -EPROTO;
+	cfg->tenant = (uint16_t)json_integer_value(json_object_get(st, "tenant"));
+	cfg->session = (uint16_t)json_integer_value(json_object_get(st, "session"));
+	if (json_is_integer(json_object_get(st, "slots")))
+		cfg->slots = (uint32_t)json_integer_value(json_object_get(st, "slots"));
+	if (json_is_integer(json_object_get(st, "elems_per_packet")))
+		cfg->elems = (uint16_t)json_integer_value(json_object_get(st, "elems_per_packet"));
+	if (json_is_integer(json_object_get(st, "first_seq")))
+		cfg->first_seq = (uint32_t)json_integer_value(json_object_get(st, "first_seq"));
+	*offload = json_is_true(json_object_get(st, "offload"));
+	peers = calloc(cfg->world, sizeof(*peers));
+	if (!peers)
+		return -ENOMEM;
+	json_array_foreach (members, i, m) {
+		json_int_t rank = json_integer_value(json_object_get(m, "rank"));
+		const char *ip = json_string_value(json_object_get(m, "ip"));
+		json_int_t port = json_integer_value(json_object_get(m, "port"));
+
+		if (rank < 0 || (unsigned int)rank >= cfg->world || !ip || port <= 0 ||
+		    port > 65535 || inet_pton(AF_INET, ip, &peers[rank].sin_addr) != 1) {
+			free(peers);
+			return -EPROTO;
+		}
+		peers[rank].sin_family = AF_INET;
+		peers[rank].sin_port = htons((uint16_t)port);
+	}
+	*peers_out = peers;
+	return 0;
+}
+
+int
+cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct cais_comm **out)
+{
+	struct ag_managed *m;
+	struct cais_config cfg;
+	struct sockaddr_in *peers = NULL;
+	char mac[18], ip[INET_ADDRSTRLEN];
+	json_t *res = NULL, *args;
+	uint64_t deadline;
+	bool offload = false;
+	int rc;
+
+	if (!j || !out || !j->manager || !j->job || !j->tenant || !j->world ||
+	    j->world > CAIS_MAX_WORLD || j->rank >= j->world || strlen(j->job) == 0 ||
+	    strlen(j->job) > 64 || strlen(j->tenant) == 0 || strlen(j->tenant) > 64 ||
+	    j->data.sin_family != AF_INET || j->data.sin_port == 0)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	if (ctl_parse_addr(j->manager, 51735, &m->mgr) != 0 ||
+	    (j->key_file && ctl_key_load(j->key_file, &m->key) != 0)) {
+		free(m);
+		return -EINVAL;
+	}
+	snprintf(m->job, sizeof(m->job), "%s", j->job);
+	m->rank = j->rank;
+	rc = mac_of(&j->data.sin_addr, mac);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	inet_ntop(AF_INET, &j->data.sin_addr, ip, sizeof(ip));
+
+	args = json_pack("{s:s, s:s, s:i}", "job", j->job, "tenant", j->tenant, "world",
+			 (int)j->world);
+	if (j->slots)
+		json_object_set_new(args, "slots", json_integer(j->slots));
+	if (j->elems)
+		json_object_set_new(args, "elems_per_packet", json_integer(j->elems));
+	if (j->priority)
+		json_object_set_new(args, "priority", json_integer(j->priority));
+	rc = call(m, "job.register", args, &res);
+	json_decref(res);
+	res = NULL;
+	if (rc == 0)
+		rc =
+		    call(m, "job.join",
+			 json_pack("{s:s, s:i, s:s, s:s, s:i}", "job", j->job, "rank", (int)j->rank,
+				   "mac", mac, "ip", ip, "port", (int)ntohs(j->data.sin_port)),
+			 &res);
+	deadline = ag_now_ns() + (uint64_t)(j->timeout_ms ? j->timeout_ms : 60000) * 1000000ull;
+	while (rc == 0) {
+		const char *state = json_string_value(json_object_get(res, "state"));
+
+		if (state && strcmp(state, "ready") == 0)
+			break;
+		if (!state || strcmp(state, "waiting") != 0) {
+			rc = -EPROTO;
+			break;
+		}
+		if (ag_now_ns() > deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		usleep(AG_JOIN_POLL_US);
+		json_decref(res);
+		res = NULL;
+		rc = call(m, "job.status", json_pack("{s:s}", "job", j->job), &res);
+	}
+	if (rc) {
+		json_decref(res);
+		free(m);
+		return rc < 0 ? rc : -EPROTO;
+	}
+	if (tmpl)
+		cfg = *tmpl;
+	else
+		cais_config_init(&cfg);
+	cfg.rank = j->rank;
+	cfg.world = j->world;
+	rc = config_from_status(res, &cfg, &peers, &offload);
+	json_decref(res);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	cfg.peers = peers;
+	/* this rank's address as given: the manager's copy is the same */
+	peers[j->rank] = j->data;
+	rc = cais_comm_create(&cfg, out);
+	free(peers);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	(*out)->managed = m;
+	if (!offload)
+		cais_set_path(*out, CAIS_PATH_RING); /* admission refused: the ring only */
+	return 0;
+}
+
+int
+cais_tensor_register(struct cais_comm *c, uint32_t tensor, enum cais_redop op)
+{
+	json_t *res = NULL;
+	int rc;
+
+	if (!c || !c->managed || (unsigned int)op > CAIS_OP_MIN)
+		return -EINVAL;
+	rc = call(c->managed, "tensor.register",
+		  json_pack("{s:s, s:I, s:s}", "job", c->managed->job, "tensor", (json_int_t)tensor,
+			    "op", cais_redop_name(op)),
+		  &res);
+	json_decref(res);
+	return rc;
+}
+
+/* The statistics of the step that ends, for the manager. */
+static json_t *
+report(struct cais_comm *c, struct ag_managed *m)
+{
+	struct cais_metrics now;
+	json_t *tensors = json_array();
+	uint64_t fb = 0;
+
+	cais_metrics_get(c, &now);
+	for (unsigned int i = 1; i < CAIS_FB_COUNT; i++)
+		fb += now.fallback[i] - m->last.fallback[i];
+	pthread_mutex_lock(&c->lock);
+	for (unsigned int i = 0; i < m->n_maxabs; i++)
+		json_array_append_new(tensors, json_pack("{s:I, s:f}", "tensor",
+							 (json_int_t)m->maxabs[i].tensor, "max_abs",
+							 (double)m->maxabs[i].value));
+	m->n_maxabs = 0;
+	pthread_mutex_unlock(&c->lock);
+	m->last = now;
+	return json_pack("{s:s, s:i, s:I, s:o, s:I, s:I, s:I, s:I}", "job", m->job, "rank",
+			 (int)m->rank, "step", (json_int_t)m->step, "tensors", tensors,
+			 "collectives", (json_int_t)(now.collectives - m->reported.collectives),
+			 "fallbacks", (json_int_t)fb, "errors",
+			 (json_int_t)(now.errors - m->reported.errors), "congested",
+			 (json_int_t)(now.congested - m->reported.congested));
+}
+
+int
+cais_step_begin(struct cais_comm *c, uint64_t step)
+{
+	struct ag_managed *m;
+	json_t *res = NULL, *offload, *scales, *v;
+	size_t i;
+	int rc;
+
+	if (!c || !(m = c->managed))
+		return -EINVAL;
+	if (m->started) {
+		json_t *r = report(c, m);
+
+		m->reported = m->last;
+		call(m, "stats.report", r, &res); /* a lost report only costs a scale update */
+		json_decref(res);
+		res = NULL;
+	}
+	m->started = true;
+	m->step = step;
+	rc = call(m, "step.begin",
+		  json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
+			    (json_int_t)step),
+		  &res);
+	if (rc)
+		return rc;
+	offload = json_object_get(res, "offload");
+	scales = json_object_get(res, "scales");
+	if (!json_is_array(offload) || !json_is_array(scales)) {
+		json_decref(res);
+		return -EPROTO;
+	}
+	json_array_foreach (scales, i, v) {
+		json_int_t t = json_integer_value(json_object_get(v, "tensor"));
+		double s = json_number_value(json_object_get(v, "scale"));
+		bool on = false;
+		size_t k;
+		json_t *o;
+
+		json_array_foreach (offload, k, o)
+			on |= json_integer_value(o) == t;
+		if (t >= 0 && t <= UINT32_MAX && s > 0 && isfinite(s))
+			cais_tensor_set(c, (uint32_t)t, s, on);
+	}
+	json_decref(res);
+	return 0;
+}
+
+void
+ag_note_maxabs(struct cais_comm *c, uint32_t tensor, const void *send, size_t count,
+	       enum cais_datatype dt)
+{
+	struct ag_managed *m = c->managed;
+	float mx = 0, buf[512];
+	unsigned int i;
+
+	if (dt == CAIS_INT32)
+		return;
+	for (size_t k = 0; k < count; k += 512) {
+		size_t n = count - k < 512 ? count - k : 512;
+		const float *p = buf;
+
+		if (dt == CAIS_FLOAT32)
+			p = (const float *)send + k;
+		else
+			c->q->to_f32(buf, (const uint8_t *)send + k * 2, n, dt);
+		for (size_t e = 0; e < n; e++) {
+			float a = fabsf(p[e]);
+
+			mx = a > mx ? a : mx; /* NaN never wins */
+		}
+	}
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < m->n_maxabs; i++)
+		if (m->maxabs[i].tensor == tensor)
+			break;
+	if (i == m->n_maxabs && i < AG_MAX_MANAGED_TENSORS) {
+		m->maxabs[i].tensor = tensor;
+		m->maxabs[i].value = 0;
+		m->n_maxabs++;
+	}
+	if (i < m->n_maxabs && mx > m->maxabs[i].value)
+		m->maxabs[i].value = mx;
+	pthread_mutex_unlock(&c->lock);
+}
