@@ -78,6 +78,16 @@
 #define DP_DEFAULT_SLOT_USAGE  1.0
 #define DP_DEFAULT_QUEUE_DEPTH 512u
 
+/**
+ * Priority classes (DESIGN.md): RESULTs of high-priority sessions leave
+ * first, and this share of each TX buffer is theirs alone (normal traffic
+ * flushes when it has used the rest).
+ */
+#define DP_DEFAULT_HIGH_SHARE 30u
+
+/** RX occupancy is read from PMDs that report it every this many polls. */
+#define DP_QDEPTH_EVERY 8u
+
 /** Data lcore 0 runs the periodic hook (stats, lease) this often. */
 #define DP_PERIODIC_US 10000u
 

@@ -83,10 +83,9 @@ drop(struct dp_lcore *lc, struct rte_mbuf *m, enum dp_drop why)
 }
 
 static void
-tx_flush(struct dp_lcore *lc, uint16_t port)
+tx_send(struct dp_lcore *lc, uint16_t port, struct dp_txbuf *b)
 {
 	struct dp_switch *sw = lc->sw;
-	struct dp_txbuf *b = &lc->tx[port];
 	struct dp_port_counters *pc = &lc->port[port];
 	uint64_t bytes = 0;
 	uint16_t sent, i;
@@ -108,10 +107,30 @@ tx_flush(struct dp_lcore *lc, uint16_t port)
 	b->n = 0;
 }
 
+/* The high class first: when the queue is nearly full, it is the normal class that waits. */
+static void
+tx_flush(struct dp_lcore *lc, uint16_t port)
+{
+	if (lc->tx_hi[port].n)
+		tx_send(lc, port, &lc->tx_hi[port]);
+	if (lc->tx[port].n)
+		tx_send(lc, port, &lc->tx[port]);
+}
+
 static inline void
 tx(struct dp_lcore *lc, uint16_t port, struct rte_mbuf *m)
 {
 	struct dp_txbuf *b = &lc->tx[port];
+
+	b->m[b->n++] = m;
+	if (unlikely(b->n >= lc->sw->normal_cap))
+		tx_flush(lc, port);
+}
+
+static inline void
+tx_high(struct dp_lcore *lc, uint16_t port, struct rte_mbuf *m)
+{
+	struct dp_txbuf *b = &lc->tx_hi[port];
 
 	b->m[b->n++] = m;
 	if (unlikely(b->n == DP_TX_BUF))
@@ -141,7 +160,7 @@ dp_lcore_flush(struct dp_lcore *lc)
 			if (lc->out[o].n)
 				handoff_flush(lc, o);
 	for (uint16_t p = 0; p < sw->n_ports; p++)
-		if (lc->tx[p].n)
+		if (lc->tx[p].n || lc->tx_hi[p].n)
 			tx_flush(lc, p);
 	free_flush(lc);
 }
@@ -300,14 +319,36 @@ to_member(uint8_t *f, const struct dp_member *mb, unsigned int cais_bytes)
 	dp_frame_lengths(f, cais_bytes);
 }
 
+/* A RESULT leaves in its session's class. */
 static inline void
-send_to_member(struct dp_lcore *lc, const struct dp_member *mb, struct rte_mbuf *m)
+tx_result(struct dp_lcore *lc, const struct dp_session *s, uint16_t port, struct rte_mbuf *m)
+{
+	if (s->priority == CTL_PRIO_HIGH)
+		tx_high(lc, port, m);
+	else
+		tx(lc, port, m);
+}
+
+static inline void
+send_to_member(struct dp_lcore *lc, const struct dp_session *s, const struct dp_member *mb,
+	       struct rte_mbuf *m)
 {
 	int port = dp_l2_lookup(lc->sw->l2, mb->mac.addr_bytes, lc->now);
 
 	if (unlikely(port < 0 || port >= lc->sw->n_ports))
 		return drop(lc, m, DP_DROP_NO_PORT);
-	tx(lc, (uint16_t)port, m);
+	tx_result(lc, s, (uint16_t)port, m);
+}
+
+/* RESULT flags: OVERFLOW of the round, CONGESTED while this lcore's queue is deep. */
+static inline uint8_t
+result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
+{
+	uint8_t f = sl->ovf ? CAIS_F_OVERFLOW : 0;
+
+	if (lc->qdepth > __atomic_load_n(&lc->sw->queue_depth_threshold, __ATOMIC_RELAXED))
+		f |= CAIS_F_CONGESTED;
+	return f;
 }
 
 /*
@@ -330,7 +371,7 @@ send_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, cons
 	set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	sl->ovf = sw->agg->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
 	sc->overflow += sl->ovf;
-	to_result(h, sl->ovf ? CAIS_F_OVERFLOW : 0);
+	to_result(h, result_flags(lc, sl));
 
 	if (copies && unlikely(rte_pktmbuf_alloc_bulk(sw->hdr_pool, mb, 2 * copies) != 0)) {
 		/* the round stays complete: those members retransmit and get a unicast */
@@ -348,10 +389,10 @@ send_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, cons
 		hd->next = ind;
 		hd->nb_segs = 2;
 		hd->pkt_len = CAIS_FRAME_OVERHEAD + plen;
-		send_to_member(lc, &s->members[r], hd);
+		send_to_member(lc, s, &s->members[r], hd);
 	}
 	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen);
-	send_to_member(lc, &s->members[s->n - 1], m);
+	send_to_member(lc, s, &s->members[s->n - 1], m);
 	sc->results_tx += copies + 1;
 }
 
@@ -365,9 +406,9 @@ resend_result(struct dp_lcore *lc, const struct dp_session *s, const struct dp_s
 
 	set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	lc->sw->agg->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
-	to_result(frame_cais(m), sl->ovf ? CAIS_F_OVERFLOW : 0);
+	to_result(frame_cais(m), result_flags(lc, sl));
 	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen);
-	tx(lc, m->port, m);
+	tx_result(lc, s, m->port, m);
 }
 
 /* The action: DATA m for a slot this lcore owns, already matched and checked. */
@@ -543,6 +584,31 @@ dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 		data_rx(lc, pkts[i]);
 }
 
+/*
+ * Packets waiting for this lcore: what its RX queues hold where the PMD says
+ * (read every few polls), else a lower bound from the polls that filled every
+ * burst in a row; plus its handoff ring.
+ */
+static void
+queue_depth(struct dp_lcore *lc, bool full, unsigned int iter)
+{
+	uint32_t d = lc->ring ? rte_ring_count(lc->ring) : 0;
+
+	lc->full_streak = full ? (lc->full_streak < 65535 ? lc->full_streak + 1 : 65535) : 0;
+	if (lc->rx_count_ok) {
+		if (iter % DP_QDEPTH_EVERY)
+			return;
+		for (uint16_t q = 0; q < lc->n_rxq; q++) {
+			int n = rte_eth_rx_queue_count(lc->rxq[q].port, lc->rxq[q].queue);
+
+			d += n > 0 ? (uint32_t)n : 0;
+		}
+	} else {
+		d += lc->full_streak * DP_BURST;
+	}
+	lc->qdepth = d;
+}
+
 int
 dp_lcore_run(void *arg)
 {
@@ -551,15 +617,24 @@ dp_lcore_run(void *arg)
 	const uint64_t period = sw->hz * DP_PERIODIC_US / 1000000;
 	struct rte_mbuf *pkts[DP_BURST];
 	uint64_t next = rte_rdtsc() + period;
+	unsigned int iter = 0;
 
 	dp_rcu_online(sw, lc->idx);
+	lc->rx_count_ok = lc->n_rxq > 0;
+	for (uint16_t q = 0; q < lc->n_rxq; q++)
+		if (rte_eth_rx_queue_count(lc->rxq[q].port, lc->rxq[q].queue) < 0)
+			lc->rx_count_ok = false;
 	while (!__atomic_load_n(&sw->quit, __ATOMIC_RELAXED)) {
+		bool full = lc->n_rxq > 0;
+
 		for (uint16_t q = 0; q < lc->n_rxq; q++) {
 			uint16_t n =
 			    rte_eth_rx_burst(lc->rxq[q].port, lc->rxq[q].queue, pkts, DP_BURST);
 			if (n)
 				dp_lcore_input(lc, pkts, n);
+			full &= n == DP_BURST;
 		}
+		queue_depth(lc, full, ++iter);
 		if (lc->ring) {
 			unsigned int n =
 			    rte_ring_dequeue_burst(lc->ring, (void **)pkts, DP_BURST, NULL);

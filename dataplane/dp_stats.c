@@ -9,7 +9,6 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_ring.h>
 
 #include "dp_switch.h"
 
@@ -177,8 +176,8 @@ dp_stats_json(struct dp_switch *sw, json_t *out)
 		lc.l2_flooded += l->c.l2_flooded;
 		lc.data_rx += l->c.data_rx;
 		lc.handoffs += l->c.handoffs;
-		if (l->ring)
-			depth += rte_ring_count(l->ring);
+		if (l->qdepth > depth)
+			depth = l->qdepth;
 	}
 	json_object_set_new(out, "uptime_s", json_real((double)(now - sw->start_tsc) / sw->hz));
 	json_object_set_new(

@@ -171,7 +171,11 @@ struct dp_lcore {
 	uint64_t now;		/**< TSC at the start of the burst */
 	uint16_t n_free;
 	struct rte_mbuf *free[2 * DP_BURST];
-	struct dp_txbuf tx[DP_MAX_PORTS];
+	struct dp_txbuf tx[DP_MAX_PORTS];    /**< normal class: REJECT, ARP, L2, normal RESULTs */
+	struct dp_txbuf tx_hi[DP_MAX_PORTS]; /**< RESULTs of high-priority sessions: sent first */
+	uint32_t qdepth;		     /**< packets waiting for this lcore (estimate) */
+	uint32_t full_streak;		     /**< consecutive polls that filled every burst */
+	bool rx_count_ok;		     /**< the PMD reports RX queue occupancy */
 	struct dp_lcore_counters c;
 	struct dp_port_counters port[DP_MAX_PORTS];
 	struct dp_rl rl[DP_RL_ENTRIES];
@@ -196,6 +200,7 @@ struct dp_switch_conf {
 	dp_tx_fn tx;		/**< NULL: rte_eth_tx_burst */
 	void *tx_ctx;
 	const struct dp_agg_kernels *agg; /**< NULL: dp_agg_best() */
+	unsigned int high_share; /**< % of TX buffering reserved for high priority; 0: 30 */
 };
 
 /** Switch modes (values of ctl_mode). */
@@ -216,6 +221,7 @@ struct dp_switch {
 	dp_tx_fn tx;
 	void *tx_ctx;
 	struct dp_lcore *lcores; /**< n_lcores, cache aligned */
+	uint16_t normal_cap;	 /**< normal-class packets a TX buffer takes before a flush */
 	struct dp_l2 *l2;
 	volatile bool quit;
 	/** Called by data lcore 0 about every DP_PERIODIC_US (stats, signals); may be NULL. */
@@ -231,7 +237,7 @@ struct dp_switch {
 	unsigned int n_sessions;
 	uint32_t slot_capacity;
 	uint32_t slots_used;
-	uint32_t queue_depth_threshold;
+	uint32_t queue_depth_threshold; /**< above it RESULTs carry CONGESTED (read by lcores) */
 	double slot_usage_threshold;
 	unsigned int n_tensors;
 	char name[32];

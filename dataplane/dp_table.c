@@ -101,6 +101,15 @@ dp_switch_create(const struct dp_switch_conf *c)
 	sw->slot_capacity = c->slot_capacity ? c->slot_capacity : DP_DEFAULT_SLOT_CAPACITY;
 	sw->slot_usage_threshold = DP_DEFAULT_SLOT_USAGE;
 	sw->queue_depth_threshold = DP_DEFAULT_QUEUE_DEPTH;
+	{
+		unsigned int share = c->high_share ? c->high_share : DP_DEFAULT_HIGH_SHARE;
+
+		if (share > 90)
+			share = 90;
+		sw->normal_cap = (uint16_t)(DP_TX_BUF * (100 - share) / 100);
+		if (sw->normal_cap == 0)
+			sw->normal_cap = 1;
+	}
 	pthread_mutex_init(&sw->ctl_lock, NULL);
 	LIST_INIT(&sw->sessions);
 
@@ -491,7 +500,7 @@ dp_thresholds_set(struct dp_switch *sw, const struct ctl_thresholds *t, struct c
 	(void)err;
 	pthread_mutex_lock(&sw->ctl_lock);
 	if (t->has_queue_depth)
-		sw->queue_depth_threshold = t->queue_depth;
+		__atomic_store_n(&sw->queue_depth_threshold, t->queue_depth, __ATOMIC_RELAXED);
 	if (t->has_slot_usage)
 		sw->slot_usage_threshold = t->slot_usage;
 	pthread_mutex_unlock(&sw->ctl_lock);

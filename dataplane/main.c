@@ -48,6 +48,7 @@ struct options {
 	uint32_t mac_age;
 	uint32_t mtu;
 	uint32_t mbufs;
+	uint32_t high_share;
 };
 
 static struct dp_switch *g_sw;
@@ -78,6 +79,8 @@ usage(FILE *f, const char *prog)
 		"  --mac-age S          MAC table ageing in seconds (default %u)\n"
 		"  --mtu N              MTU requested of devices that accept it (default %u)\n"
 		"  --mbufs N            packet mbufs (default %u; each holds %u bytes)\n"
+		"  --high-share PCT     share of TX buffering reserved for high-priority\n"
+		"                       sessions' RESULTs, which also leave first (default %u)\n"
 		"  --help               this text\n"
 		"\n"
 		"Example (veth testbed, no hugepages):\n"
@@ -87,7 +90,7 @@ usage(FILE *f, const char *prog)
 		"    -- --agg-ip 10.0.0.254 --config sessions.json --stats-period 5\n"
 		"With several lcores, give af_packet devices qpairs=<number of lcores>.\n",
 		prog, CAIS_UDP_PORT, CAIS_CTL_PORT, DP_DEFAULT_SLOT_CAPACITY, DP_L2_DEFAULT_AGE_S,
-		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, prog);
+		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, DP_DEFAULT_HIGH_SHARE, prog);
 }
 
 static int
@@ -119,6 +122,7 @@ enum {
 	OPT_MAC_AGE,
 	OPT_MTU,
 	OPT_MBUFS,
+	OPT_HIGH_SHARE,
 	OPT_HELP,
 };
 
@@ -180,7 +184,8 @@ parse_args(int argc, char **argv, struct options *o)
 				break;
 			}
 			if (ctl_parse_addr(optarg, CAIS_CTL_PORT, &o->ctl) != 0) {
-				fprintf(stderr, "cais-switch: --ctl: '%s' is not A.B.C.D:PORT\n", optarg);
+				fprintf(stderr, "cais-switch: --ctl: '%s' is not A.B.C.D:PORT\n",
+					optarg);
 				return -1;
 			}
 			break;
@@ -216,6 +221,11 @@ parse_args(int argc, char **argv, struct options *o)
 			if (parse_uint("--mbufs", optarg, 1024, 1u << 22, &v))
 				return -1;
 			o->mbufs = (uint32_t)v;
+			break;
+		case OPT_HIGH_SHARE:
+			if (parse_uint("--high-share", optarg, 1, 90, &v))
+				return -1;
+			o->high_share = (uint32_t)v;
 			break;
 		case OPT_HELP:
 			usage(stdout, argv[0]);
@@ -486,6 +496,7 @@ main(int argc, char **argv)
 	conf.slot_capacity = o.max_slots;
 	conf.mac_age_s = o.mac_age;
 	conf.mbufs = o.mbufs;
+	conf.high_share = o.high_share;
 	conf.socket = (int)rte_socket_id();
 	conf.name = "cais";
 	g_sw = dp_switch_create(&conf);

@@ -762,6 +762,85 @@ t_session_readd(void **state)
 	expect_results(&c, 0xF, want, 0);
 }
 
+/* High-priority sessions' RESULTs leave before normal traffic queued with them. */
+static void
+t_priority(void **state)
+{
+	struct rte_mbuf *burst[8];
+	struct dp_lcore *lc = &E->sw->lcores[0];
+	struct chunk lo = {1, 1, 1, 1200, 8, 64}, hi = {3, 3, 1, 1200, 8, 64};
+	struct cais_fields f;
+	int32_t want_lo[64], want_hi[64];
+	unsigned int k = 0;
+	size_t len;
+
+	(void)state;
+	ctl_ok("{\"cmd\":\"session.add\",\"args\":{\"tenant\":3,\"session\":3,\"n\":4,"
+	       "\"slots\":8,\"elems_per_packet\":64,\"priority\":1,\"members\":["
+	       "{\"rank\":0,\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":40000},"
+	       "{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":40001},"
+	       "{\"rank\":2,\"mac\":\"02:00:00:00:00:03\",\"ip\":\"10.0.0.3\",\"port\":40002},"
+	       "{\"rank\":3,\"mac\":\"02:00:00:00:00:04\",\"ip\":\"10.0.0.4\",\"port\":40003}]}}");
+	tensor(3, 3, 1, "sum");
+	expected_sum(&lo, 4, want_lo);
+	expected_sum(&hi, 4, want_hi);
+	for (unsigned int r = 0; r < 3; r++) {
+		send_data(&lo, r, NULL, 0);
+		send_data(&hi, r, NULL, 0);
+	}
+	expect_nothing();
+	/* one burst: the normal round completes first, the high one second */
+	for (unsigned int j = 0; j < 2; j++) {
+		const struct chunk *c = j ? &hi : &lo;
+		int32_t v[64];
+
+		for (unsigned int i = 0; i < 64; i++)
+			v[i] = val(3, c->seq, i);
+		cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, 3, 64);
+		len = tf_cais_frame(frame, &H[3], &AGG, &f, v, 64);
+		burst[k++] = tenv_mbuf(E, 3, frame, len);
+	}
+	dp_lcore_input(lc, burst, (uint16_t)k);
+	dp_lcore_flush(lc);
+	assert_int_equal(E->n_cap, 8);
+	/* per port: the high session's RESULT first */
+	for (unsigned int p = 0; p < 4; p++) {
+		int first = -1;
+
+		for (unsigned int i = 0; i < E->n_cap; i++)
+			if (E->cap[i].port == p) {
+				const struct cais_hdr *h =
+				    (const struct cais_hdr *)(E->cap[i].data + CAIS_FRAME_HDR_OFF);
+
+				if (first < 0)
+					first = ntohs(h->tenant);
+			}
+		assert_int_equal(first, 3);
+	}
+	tenv_clear(E);
+}
+
+/* A deep queue marks RESULTs CONGESTED; thresholds.set moves the mark. */
+static void
+t_congested(void **state)
+{
+	struct chunk c = {1, 1, 1, 1300, 8, 64};
+	struct dp_lcore *lc = &E->sw->lcores[0];
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	lc->qdepth = DP_DEFAULT_QUEUE_DEPTH + 1;
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, CAIS_F_CONGESTED);
+	/* the stored RESULT answers with today's congestion */
+	ctl_ok("{\"cmd\":\"thresholds.set\",\"args\":{\"queue_depth\":100000}}");
+	send_data(&c, 1, NULL, CAIS_F_RETX);
+	expect_results(&c, 1u << 1, want, 0);
+	lc->qdepth = 0;
+}
+
 int
 main(void)
 {
@@ -783,6 +862,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_mode_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_tx_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_priority, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_congested, setup, teardown),
 	};
 
 	tenv_addrs(&AGG, H, N_PORTS);
