@@ -29,6 +29,7 @@
 #include "ctl_client.h"
 #include "ctl_endpoint.h"
 #include "dp_switch.h"
+#include "dp_telemetry.h"
 
 RTE_LOG_REGISTER_DEFAULT(cais_switch_logtype, INFO);
 #define LOG(level, fmt, ...)                                                                       \
@@ -522,6 +523,8 @@ main(int argc, char **argv)
 	} else {
 		LOG(INFO, "no --agg-ip: forwarding only, %u data lcore(s)", g_sw->n_lcores);
 	}
+	if (dp_telemetry_register(g_sw) != 0)
+		LOG(WARNING, "telemetry: cannot register the /cais/ commands");
 	dp_switch_ctl_ops(g_sw, &ops);
 	if (o.config) {
 		if (ctl_apply_file(&ops, o.config, &err) != 0)
