@@ -78,7 +78,14 @@ struct opts {
 	bool interleave;
 	bool sync;
 	bool quiet;
+	const char *manager; /* joining through cais-manager: */
+	const char *manager_key, *job, *tenant_name;
+	struct sockaddr_in data;
+	bool have_data;
 };
+
+/* Managed runs: one training "step" per collective, as cais_step_begin() wants. */
+static uint64_t step_no;
 
 /* ---- usage ---- */
 
@@ -113,7 +120,16 @@ usage(FILE *f)
 	    "  --slots S             the session's pool size, power of two (default %u)\n"
 	    "  --elems E             elements per packet, 1..%u (default %u)\n"
 	    "  --scale F             fixed-point scale (default %g)\n"
-	    "  --manager IP:PORT     join through the manager (not implemented yet)\n"
+	    "  --manager IP:PORT     join through cais-manager instead: tenant, session,\n"
+	    "                        aggregator, peers, slots, elems and first seq come from it;\n"
+	    "                        every collective is a step (cais_step_begin: the manager's\n"
+	    "                        offload list and scale); --switch, --peers, --tenant,\n"
+	    "                        --session, --first-seq are then not used\n"
+	    "  --manager-key FILE    the manager's HMAC key\n"
+	    "  --job NAME            the job's name at the manager (default cais-perf)\n"
+	    "  --tenant-name NAME    the tenant's name at the manager (default default)\n"
+	    "  --data IP:PORT        this rank's data address with --manager (default: its\n"
+	    "                        --peers entry)\n"
 	    "\n"
 	    "Collectives:\n"
 	    "  --dtype T             f32 | bf16 | f16 | i32 (default f32)\n"
@@ -405,6 +421,10 @@ enum {
 	OPT_INTERLEAVE,
 	OPT_SYNC,
 	OPT_QUIET,
+	OPT_MANAGER_KEY,
+	OPT_JOB,
+	OPT_TENANT_NAME,
+	OPT_DATA,
 };
 
 static const struct option long_opts[] = {
@@ -419,6 +439,10 @@ static const struct option long_opts[] = {
     {"elems", required_argument, NULL, OPT_ELEMS},
     {"scale", required_argument, NULL, OPT_SCALE},
     {"manager", required_argument, NULL, OPT_MANAGER},
+    {"manager-key", required_argument, NULL, OPT_MANAGER_KEY},
+    {"job", required_argument, NULL, OPT_JOB},
+    {"tenant-name", required_argument, NULL, OPT_TENANT_NAME},
+    {"data", required_argument, NULL, OPT_DATA},
     {"dtype", required_argument, NULL, OPT_DTYPE},
     {"op", required_argument, NULL, OPT_OP},
     {"bytes", required_argument, NULL, OPT_BYTES},
@@ -508,13 +532,21 @@ parse_args(int argc, char **argv, struct opts *o)
 			o->scale = parse_scale("--scale", optarg);
 			break;
 		case OPT_MANAGER:
-			fprintf(stderr,
-				PROG
-				": --manager %s: not yet: the control-plane issue adds joining "
-				"through the manager; use the static options (--tenant, "
-				"--session, --tensor, --slots, --elems, --scale)\n",
-				optarg);
-			exit(EXIT_USAGE);
+			o->manager = optarg;
+			break;
+		case OPT_MANAGER_KEY:
+			o->manager_key = optarg;
+			break;
+		case OPT_JOB:
+			o->job = optarg;
+			break;
+		case OPT_TENANT_NAME:
+			o->tenant_name = optarg;
+			break;
+		case OPT_DATA:
+			parse_addr("--data", optarg, CAIS_UDP_PORT, &o->data);
+			o->have_data = true;
+			break;
 		case OPT_DTYPE:
 			o->dt = parse_dtype(optarg);
 			break;
@@ -585,13 +617,25 @@ parse_args(int argc, char **argv, struct opts *o)
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
 
-	if (!o->have_rank || !o->have_world || !o->have_switch || !o->peers)
-		usage_error("--rank, --world, --switch and --peers are required");
+	if (!o->have_rank || !o->have_world)
+		usage_error("--rank and --world are required");
 	if (o->rank >= o->world)
 		usage_error("--rank %u: must be below --world %u", o->rank, o->world);
-	if (o->n_peers != o->world)
-		usage_error("--peers has %u entries, --world is %u: one per rank", o->n_peers,
-			    o->world);
+	if (o->manager) {
+		if (!o->have_data && o->peers && o->n_peers == o->world) {
+			o->data = o->peers[o->rank];
+			o->have_data = true;
+		}
+		if (!o->have_data)
+			usage_error(
+			    "--manager needs this rank's address: --data IP:PORT (or --peers)");
+	} else {
+		if (!o->have_switch || !o->peers)
+			usage_error("--switch and --peers are required (or --manager)");
+		if (o->n_peers != o->world)
+			usage_error("--peers has %u entries, --world is %u: one per rank",
+				    o->n_peers, o->world);
+	}
 	if (have_bytes && (o->min_bytes || o->max_bytes))
 		usage_error("--bytes and --min-bytes/--max-bytes: one or the other");
 	if (!have_bytes && (!o->min_bytes != !o->max_bytes))
@@ -942,14 +986,25 @@ print_header(const struct opts *o, size_t max_bytes)
 {
 	char ip[INET_ADDRSTRLEN];
 
-	inet_ntop(AF_INET, &o->sw.sin_addr, ip, sizeof(ip));
-	printf("# " PROG ": rank %u of %u, switch %s:%u, tenant %u session %u tensor %" PRIu32
-	       ", slots %" PRIu32 " elems %u scale %g\n",
-	       o->rank, o->world, ip, ntohs(o->sw.sin_port), o->tenant, o->session, o->tensor,
-	       o->slots, o->elems, o->scale);
-	inet_ntop(AF_INET, &o->peers[o->rank].sin_addr, ip, sizeof(ip));
+	const struct sockaddr_in *me = o->manager ? &o->data : &o->peers[o->rank];
+
+	if (o->manager) {
+		printf("# " PROG
+		       ": rank %u of %u, job '%s' of tenant '%s' through manager %s, tensor "
+		       "%" PRIu32 " (session, slots, elems, scales: the manager's)\n",
+		       o->rank, o->world, o->job ? o->job : "cais-perf",
+		       o->tenant_name ? o->tenant_name : "default", o->manager, o->tensor);
+	} else {
+		inet_ntop(AF_INET, &o->sw.sin_addr, ip, sizeof(ip));
+		printf("# " PROG
+		       ": rank %u of %u, switch %s:%u, tenant %u session %u tensor %" PRIu32
+		       ", slots %" PRIu32 " elems %u scale %g\n",
+		       o->rank, o->world, ip, ntohs(o->sw.sin_port), o->tenant, o->session,
+		       o->tensor, o->slots, o->elems, o->scale);
+	}
+	inet_ntop(AF_INET, &me->sin_addr, ip, sizeof(ip));
 	printf("#   this rank's data address %s:%u (UDP to the switch, TCP for the ring)\n", ip,
-	       ntohs(o->peers[o->rank].sin_port));
+	       ntohs(me->sin_port));
 	printf("#   dtype %s op %s, %u size(s) up to %zu bytes, iters %u warmup %u%s, path %s, "
 	       "threshold %zu, check %s\n",
 	       cais_datatype_name(o->dt), cais_redop_name(o->op), o->n_sizes, max_bytes, o->iters,
@@ -1025,6 +1080,11 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 	}
 	if (o->delay_ms)
 		sleep_ms(o->delay_ms);
+	if (o->manager && (rc = cais_step_begin(comm, step_no++)) != 0)
+		fprintf(stderr,
+			PROG ": rank %u: step %llu: the manager did not answer (%s); "
+			     "the previous step's settings stay\n",
+			o->rank, (unsigned long long)(step_no - 1), cais_strerror(rc));
 	t0 = now_us();
 	rc = cais_iallreduce(comm, o->tensor, send, recv, sr->count, o->dt, o->op, &req);
 	if (rc == 0) {
@@ -1241,17 +1301,35 @@ main(int argc, char **argv)
 			max_bytes);
 		return EXIT_SETUP;
 	}
-	rc = cais_comm_create(&cfg, &comm);
+	if (o.manager) {
+		struct cais_join j = {.manager = o.manager,
+				      .key_file = o.manager_key,
+				      .job = o.job ? o.job : "cais-perf",
+				      .tenant = o.tenant_name ? o.tenant_name : "default",
+				      .rank = o.rank,
+				      .world = o.world,
+				      .data = o.data,
+				      .slots = o.slots,
+				      .elems = o.elems};
+
+		rc = cais_comm_join(&j, &cfg, &comm);
+		if (rc == 0)
+			rc = cais_tensor_register(comm, o.tensor, o.op);
+	} else {
+		rc = cais_comm_create(&cfg, &comm);
+	}
 	if (rc != 0) {
 		char ip[INET_ADDRSTRLEN];
+		const struct sockaddr_in *me = o.manager ? &o.data : &o.peers[o.rank];
 
-		inet_ntop(AF_INET, &o.peers[o.rank].sin_addr, ip, sizeof(ip));
-		fprintf(stderr, PROG ": rank %u: cais_comm_create (data address %s:%u): %s\n",
-			o.rank, ip, ntohs(o.peers[o.rank].sin_port), cais_strerror(rc));
+		inet_ntop(AF_INET, &me->sin_addr, ip, sizeof(ip));
+		fprintf(stderr, PROG ": rank %u: %s (data address %s:%u): %s\n", o.rank,
+			o.manager ? "joining through the manager" : "cais_comm_create", ip,
+			ntohs(me->sin_port), cais_strerror(rc));
 		return EXIT_SETUP;
 	}
 	rc = cais_set_path(comm, o.path);
-	if (rc == 0)
+	if (rc == 0 && !o.manager)
 		rc = cais_tensor_set(comm, o.tensor, o.scale, true);
 	if (rc != 0) {
 		fprintf(stderr, PROG ": rank %u: set-up: %s\n", o.rank, cais_strerror(rc));
