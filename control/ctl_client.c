@@ -11,7 +11,8 @@
 
 #include "ctl_client.h"
 
-#define CTL_RETRY_MS 200
+#define CTL_RETRY_MS	200
+#define CTL_MAX_REPLAYS 5
 
 int
 ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out)
@@ -41,13 +42,12 @@ ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out)
 	return 0;
 }
 
-/* ids and ts are per process: a receiver refuses a ts not newer than the last */
+/* ids and ts are per process: an endpoint refuses a ts not newer than the last it accepted */
 static pthread_mutex_t seq_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t last_ts;
-static json_int_t next_id = 1;
 
-static void
-fresh_id_ts(json_int_t *id, int64_t *ts)
+static int64_t
+fresh_ts(void)
 {
 	int64_t now = ctl_now_ms();
 
@@ -55,24 +55,84 @@ fresh_id_ts(json_int_t *id, int64_t *ts)
 	if (now <= last_ts)
 		now = last_ts + 1;
 	last_ts = now;
-	*ts = now;
-	*id = next_id++;
 	pthread_mutex_unlock(&seq_lock);
+	return now;
+}
+
+/* An error code by name; EPROTO for a name outside the protocol's set. */
+static int
+code_of(const char *name)
+{
+#define CTL_X_MATCH(n)                                                                             \
+	if (strcmp(name, #n) == 0)                                                                 \
+		return n;
+	CTL_ERRORS(CTL_X_MATCH)
+#undef CTL_X_MATCH
+	return EPROTO;
+}
+
+/*
+ * A reply datagram: 1 the answer (result or err set), 0 not ours (keep
+ * waiting), 2 refused as a replayed ts (try again with a fresh one).
+ */
+static int
+take_reply(const char *rx, size_t n, json_int_t first_id, json_int_t id, json_t **result,
+	   struct ctl_err *err, struct ctl_call_info *info)
+{
+	json_error_t je;
+	json_t *rep = json_loadb(rx, n, 0, &je), *rid, *e;
+	const char *code, *msg;
+	int c;
+
+	rid = json_object_get(rep, "id");
+	if (!json_is_object(rep) ||
+	    !(json_is_null(rid) || (json_is_integer(rid) && json_integer_value(rid) >= first_id &&
+				    json_integer_value(rid) <= id))) {
+		json_decref(rep);
+		return 0;
+	}
+	if (json_is_true(json_object_get(rep, "ok")) && !json_is_null(rid)) {
+		*result = json_incref(json_object_get(rep, "result"));
+		if (!*result)
+			*result = json_object();
+		json_decref(rep);
+		return 1;
+	}
+	e = json_object_get(rep, "error");
+	code = json_string_value(json_object_get(e, "code"));
+	msg = json_string_value(json_object_get(e, "message"));
+	if (!json_is_false(json_object_get(rep, "ok")) || !code) {
+		ctl_fail(err, EPROTO, "a reply that is not the protocol's: %.200s", rx);
+		snprintf(info->code_name, sizeof(info->code_name), "EPROTO");
+		json_decref(rep);
+		return 1;
+	}
+	snprintf(info->code_name, sizeof(info->code_name), "%s", code);
+	c = code_of(code);
+	ctl_fail(err, c, "%s", msg ? msg : "(no message)");
+	json_decref(rep);
+	if (c == EPERM && strstr(err->msg, "replay"))
+		return 2;
+	return 1;
 }
 
 int
-ctl_call(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
-	 json_t *args, int timeout_ms, json_t **result, struct ctl_err *err)
+ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
+	      json_t *args, int timeout_ms, json_t **result, struct ctl_err *err,
+	      struct ctl_call_info *info)
 {
 	/* on the heap: this runs inside libraries that are dlopen()ed (the NCCL plugin) */
 	uint8_t *dgram = malloc(CTL_MAX_DGRAM);
 	char *rx = malloc(CTL_MAX_DGRAM + 1);
-	json_t *req = json_object(), *rep = NULL;
-	int64_t deadline = ctl_now_ms() + timeout_ms, ts;
-	json_int_t id;
-	char *json = NULL;
-	int fd = -1, len, rc = 0;
+	int64_t start = ctl_now_ms(), deadline = start + timeout_ms;
+	struct ctl_call_info local;
+	json_t *req = json_object();
+	json_int_t id = 0;
+	int fd = -1, replays = 0, rc = 0;
 
+	if (!info)
+		info = &local;
+	memset(info, 0, sizeof(*info));
 	*result = NULL;
 	err->code = 0;
 	err->msg[0] = '\0';
@@ -86,76 +146,77 @@ ctl_call(const struct sockaddr_in *addr, const struct ctl_key *key, const char *
 		goto out;
 	}
 	for (;;) {
-		int64_t now = ctl_now_ms(), wait;
-		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int64_t now = ctl_now_ms(), next;
+		char *json;
+		int len, got = 0;
 
 		if (now >= deadline) {
-			rc = ctl_fail(err, ETIMEDOUT, "no reply to '%s' within %d ms", cmd, timeout_ms);
+			rc = ctl_fail(err, ETIMEDOUT, "no reply to '%s' within %d ms (%d tries%s)",
+				      cmd, timeout_ms, info->tries,
+				      info->refused ? ", the port was unreachable" : "");
+			snprintf(info->code_name, sizeof(info->code_name), "ETIMEDOUT");
 			goto out;
 		}
-		/* a new ts for every (re)transmission: a lost request may have been accepted */
-		fresh_id_ts(&id, &ts);
+		/* a fresh ts every time: a lost request may have been accepted */
+		id++;
+		info->tries++;
 		json_object_set_new(req, "id", json_integer(id));
-		json_object_set_new(req, "ts", json_integer(ts));
+		json_object_set_new(req, "ts", json_integer(fresh_ts()));
 		json_object_set_new(req, "cmd", json_string(cmd));
 		if (args)
 			json_object_set(req, "args", args);
-		free(json);
 		json = json_dumps(req, JSON_COMPACT);
 		len = json ? ctl_frame(key, json, strlen(json), dgram, CTL_MAX_DGRAM) : -ENOMEM;
+		free(json);
 		if (len < 0) {
-			rc = ctl_fail(err, -len, "request too large");
+			rc = ctl_fail(err, EMSGSIZE, "request larger than %u bytes", CTL_MAX_DGRAM);
 			goto out;
 		}
-		if (send(fd, dgram, (size_t)len, 0) < 0 && errno != ECONNREFUSED) {
-			rc = ctl_fail(err, errno, "send: %s", strerror(errno));
-			goto out;
-		}
-		wait = deadline - now < CTL_RETRY_MS ? deadline - now : CTL_RETRY_MS;
-		while (poll(&p, 1, (int)wait) > 0) {
-			ssize_t n = recv(fd, rx, CTL_MAX_DGRAM, MSG_DONTWAIT);
-			json_error_t je;
-			json_t *rid, *ok;
-
-			if (n <= 0)
-				break; /* ECONNREFUSED: nobody listens yet; retry */
-			rep = json_loadb(rx, (size_t)n, 0, &je);
-			rid = rep ? json_object_get(rep, "id") : NULL;
-			if (!json_is_integer(rid) || json_integer_value(rid) != id) {
-				json_decref(rep); /* a late reply to an earlier try */
-				rep = NULL;
-				continue;
-			}
-			ok = json_object_get(rep, "ok");
-			if (json_is_true(ok)) {
-				*result = json_incref(json_object_get(rep, "result"));
-				if (!*result)
-					*result = json_object();
+		if (send(fd, dgram, (size_t)len, 0) < 0) {
+			if (errno != ECONNREFUSED) {
+				rc = ctl_fail(err, errno, "send: %s", strerror(errno));
 				goto out;
 			}
-			{
-				json_t *e = json_object_get(rep, "error");
-				const char *code = json_string_value(json_object_get(e, "code"));
-				const char *msg = json_string_value(json_object_get(e, "message"));
-				int c = EPROTO;
+			info->refused = true;
+		}
+		next = now + CTL_RETRY_MS < deadline ? now + CTL_RETRY_MS : deadline;
+		while (!got && (now = ctl_now_ms()) < next) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			ssize_t n;
 
-#define CTL_X_MATCH(name)                                                                          \
-	if (code && strcmp(code, #name) == 0)                                                      \
-		c = name;
-				CTL_ERRORS(CTL_X_MATCH)
-#undef CTL_X_MATCH
-				rc = ctl_fail(err, c, "%s", msg ? msg : "error without a message");
+			if (poll(&p, 1, (int)(next - now)) <= 0)
+				continue;
+			n = recv(fd, rx, CTL_MAX_DGRAM, MSG_DONTWAIT);
+			if (n < 0) {
+				/* an ICMP port unreachable, consumed: wait out the interval */
+				if (errno == ECONNREFUSED)
+					info->refused = true;
+				continue;
 			}
+			got = take_reply(rx, (size_t)n, 1, id, result, err, info);
+		}
+		if (got == 1) {
+			rc = *result ? 0 : -err->code;
+			goto out;
+		}
+		if (got == 2 && replays++ >= CTL_MAX_REPLAYS) {
+			rc = -err->code;
 			goto out;
 		}
 	}
 out:
-	json_decref(rep);
+	info->rtt_ms = (double)(ctl_now_ms() - start);
 	json_decref(req);
-	free(json);
-	if (fd >= 0)
-		close(fd);
 	free(dgram);
 	free(rx);
+	if (fd >= 0)
+		close(fd);
 	return rc;
+}
+
+int
+ctl_call(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd, json_t *args,
+	 int timeout_ms, json_t **result, struct ctl_err *err)
+{
+	return ctl_call_info(addr, key, cmd, args, timeout_ms, result, err, NULL);
 }

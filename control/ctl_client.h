@@ -23,8 +23,21 @@
  */
 int ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out);
 
+/** How a call went, for tools that report it (cais-ctl). */
+struct ctl_call_info {
+	int tries;	    /**< datagrams sent */
+	bool refused;	    /**< an ICMP port unreachable came back: nobody listens */
+	char code_name[32]; /**< the error code as the reply gave it */
+	double rtt_ms;	    /**< first try to answer */
+};
+
 /**
- * Send {"id", "ts", "cmd", "args"} to addr and wait for its reply.
+ * Send {"id", "ts", "cmd", "args"} to addr and wait for its reply. Resent every
+ * 200 ms with a fresh ts; a reply to any try is the answer, and so is an error
+ * reply with "id": null (the endpoint's answer to a datagram it could not
+ * authenticate or parse: the socket is connected, only the target's replies
+ * arrive); an EPERM for a replayed ts (another client's was newer) is retried
+ * with a fresh ts, a few times.
  * @param args    may be NULL (no "args")
  * @param result  on success the reply's "result" (a new reference), else NULL
  * @param err     on failure: the reply's error (code and message), or the
@@ -34,5 +47,10 @@ int ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out
  */
 int ctl_call(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
 	     json_t *args, int timeout_ms, json_t **result, struct ctl_err *err);
+
+/** ctl_call() that also says how it went (info may be NULL). */
+int ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
+		  json_t *args, int timeout_ms, json_t **result, struct ctl_err *err,
+		  struct ctl_call_info *info);
 
 #endif /* CTL_CLIENT_H */

@@ -37,6 +37,10 @@ ctl_errname(int code)
 #undef CTL_X_CASE
 	case ENOMEM:
 		return "ENOSPC";
+	case ETIMEDOUT:
+	case ECONNREFUSED:
+	case EPROTO:
+		return "EBUSY"; /* something this one depends on (the switch) is not there */
 	default:
 		return "EINVAL";
 	}
