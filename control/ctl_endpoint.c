@@ -9,11 +9,21 @@
 
 #include "ctl_endpoint.h"
 
+/* Replay state is per client address: clients are many (agents, cais-ctl, the manager). */
+#define CTL_CLIENTS 1024u
+#define CTL_PROBE   8u
+
+struct ctl_client_ts {
+	uint32_t ip; /**< network order; 0 with ctl_endpoint_handle() */
+	bool used;
+	int64_t last; /**< newest ts accepted from it */
+};
+
 struct ctl_endpoint {
 	struct ctl_endpoint_conf conf;
 	struct ctl_key key;
 	int fd;
-	int64_t last_ts; /**< newest ts accepted (replay protection) */
+	struct ctl_client_ts clients[CTL_CLIENTS];
 	struct ctl_endpoint_stats st;
 	uint8_t rx[CTL_MAX_DGRAM + 1];
 	char tx[CTL_MAX_DGRAM];
@@ -27,8 +37,7 @@ ctl_endpoint_open(const struct ctl_endpoint_conf *conf, struct ctl_endpoint **ou
 
 	if (!conf || !out || (!conf->ops && !conf->handler))
 		return -EINVAL;
-	if (!keyed && conf->addr.sin_port &&
-	    (ntohl(conf->addr.sin_addr.s_addr) >> 24) != 127)
+	if (!keyed && conf->addr.sin_port && (ntohl(conf->addr.sin_addr.s_addr) >> 24) != 127)
 		return -EPERM; /* without a key, only loopback may reach it */
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
@@ -109,9 +118,43 @@ reply_error(json_t *id, int code, const char *msg, char *out, size_t cap)
 	return reply_dump(rep, out, cap);
 }
 
+/* The replay state of a client; a full neighbourhood gives up its oldest entry. */
+static struct ctl_client_ts *
+client_ts(struct ctl_endpoint *ep, uint32_t ip)
+{
+	uint32_t h = (ip * 0x9E3779B1u) >> 22, i;
+	struct ctl_client_ts *victim = NULL;
+
+	for (i = 0; i < CTL_PROBE; i++) {
+		struct ctl_client_ts *c = &ep->clients[(h + i) % CTL_CLIENTS];
+
+		if (c->used && c->ip == ip)
+			return c;
+		if (!c->used) {
+			c->used = true;
+			c->ip = ip;
+			c->last = 0;
+			return c;
+		}
+		if (!victim || c->last < victim->last)
+			victim = c;
+	}
+	/* an evicted client's replays stay bounded by the 30 s window */
+	victim->ip = ip;
+	victim->last = 0;
+	return victim;
+}
+
 size_t
 ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, char *out,
 		    size_t cap)
+{
+	return ctl_endpoint_handle_from(ep, NULL, dgram, len, out, cap);
+}
+
+size_t
+ctl_endpoint_handle_from(struct ctl_endpoint *ep, const struct sockaddr_in *from,
+			 const uint8_t *dgram, size_t len, char *out, size_t cap)
 {
 	bool keyed = ep->key.len > 0;
 	struct ctl_err err = {0};
@@ -143,9 +186,9 @@ ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, c
 	if (!json_is_object(req) || !json_is_integer(id)) {
 		ep->st.malformed++;
 		n = reply_error(NULL, EINVAL,
-				json_is_object(req) ? (id ? "field 'id' must be an integer"
-							  : "missing field 'id'")
-						    : "request must be a JSON object",
+				json_is_object(req)
+				    ? (id ? "field 'id' must be an integer" : "missing field 'id'")
+				    : "request must be a JSON object",
 				out, cap);
 		json_decref(req);
 		return n;
@@ -165,12 +208,12 @@ ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, c
 		t = (int64_t)json_integer_value(ts);
 		if (keyed && (t > now + CTL_TS_WINDOW_MS || t < now - CTL_TS_WINDOW_MS)) {
 			ep->st.auth_failures++;
-			n = reply_error(id, EPERM, "field 'ts' is more than 30 s off the clock", out,
-					cap);
+			n = reply_error(id, EPERM, "field 'ts' is more than 30 s off the clock",
+					out, cap);
 			json_decref(req);
 			return n;
 		}
-		if (keyed && t <= ep->last_ts) {
+		if (keyed && t <= client_ts(ep, from ? from->sin_addr.s_addr : 0)->last) {
 			ep->st.auth_failures++;
 			n = reply_error(id, EPERM, "field 'ts' is not newer than the last (replay)",
 					out, cap);
@@ -178,7 +221,7 @@ ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, c
 			return n;
 		}
 		if (keyed)
-			ep->last_ts = t;
+			client_ts(ep, from ? from->sin_addr.s_addr : 0)->last = t;
 	}
 	if (ep->conf.ops) {
 		rc = ctl_dispatch(ep->conf.ops, req, &res, &err);
@@ -224,7 +267,7 @@ ctl_endpoint_poll(struct ctl_endpoint *ep, int timeout_ms)
 
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? handled : -errno;
-		r = ctl_endpoint_handle(ep, ep->rx, (size_t)n, ep->tx, sizeof(ep->tx));
+		r = ctl_endpoint_handle_from(ep, &from, ep->rx, (size_t)n, ep->tx, sizeof(ep->tx));
 		sendto(ep->fd, ep->tx, r, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
 		handled++;
 	}

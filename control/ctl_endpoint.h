@@ -26,12 +26,12 @@
 typedef int (*ctl_handler_fn)(void *ctx, const json_t *req, json_t *result, struct ctl_err *err);
 
 struct ctl_endpoint_conf {
-	struct sockaddr_in addr;     /**< where to listen */
-	const struct ctl_key *key;   /**< NULL or len 0: no authentication, loopback only */
-	const struct ctl_ops *ops;   /**< the switch's operations (ctl_dispatch), or NULL */
-	ctl_handler_fn handler;	     /**< or a handler of its own */
+	struct sockaddr_in addr;   /**< where to listen */
+	const struct ctl_key *key; /**< NULL or len 0: no authentication, loopback only */
+	const struct ctl_ops *ops; /**< the switch's operations (ctl_dispatch), or NULL */
+	ctl_handler_fn handler;	   /**< or a handler of its own */
 	void *handler_ctx;
-	int64_t (*clock_ms)(void);   /**< NULL: ctl_now_ms (tests give their own) */
+	int64_t (*clock_ms)(void); /**< NULL: ctl_now_ms (tests give their own) */
 };
 
 struct ctl_endpoint;
@@ -49,14 +49,22 @@ void ctl_endpoint_close(struct ctl_endpoint *ep);
 /**
  * Handle one request datagram and write the reply JSON into reply.
  * Checks, in order: size (at most 64 KiB), MAC (with a key), JSON, "id",
- * "ts" (with a key: within 30 s of the clock and newer than the last
- * accepted one), then the command. A request refused before dispatch never
+ * "ts" (with a key: within 30 s of the clock and newer than the last one
+ * accepted from the same client), then the command. A request refused before dispatch never
  * changes state; the reply says why ({"ok": false, "error": {"code", "message"}}).
  * @return the reply length (always > 0; a reply that would not fit cap is
  *         replaced by an ENOSPC error)
  */
 size_t ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, char *reply,
 			   size_t cap);
+
+/**
+ * ctl_endpoint_handle() for a datagram from `from`: the replay check ("ts"
+ * newer than the last accepted one) is kept per client IPv4 address
+ * (ctl_endpoint_handle() is one client of its own).
+ */
+size_t ctl_endpoint_handle_from(struct ctl_endpoint *ep, const struct sockaddr_in *from,
+				const uint8_t *dgram, size_t len, char *reply, size_t cap);
 
 /**
  * Serve datagrams for up to timeout_ms (0: what is there now).

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * What the manager's modules share: struct mgr, and the switch side
+ * (mgr_switch.c) used by the commands (mgr_core.c).
+ */
+#ifndef MGR_INTERNAL_H
+#define MGR_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "ctl_auth.h"
+#include "mgr.h"
+#include "mgr_store.h"
+
+/** The switch as last seen: lease renewals and the last stats.get. */
+struct mgr_switch_state {
+	json_t *stats;	      /**< the last stats.get result, NULL before one */
+	int64_t polled_ms;    /**< when (mgr_now_ms) */
+	bool reachable;	      /**< the last poll got an answer */
+	char poll_error[256]; /**< why the last poll failed */
+	int64_t lease_ok_ms;  /**< last renewal that succeeded, 0 never */
+	uint64_t leases, lease_failures;
+	unsigned int lease_fail_run; /**< failures since the last success */
+	char lease_error[256];
+	double uptime_s; /**< the switch's uptime at the last poll */
+	bool checked;	 /**< a poll of this process has been compared with the jobs */
+	bool check;	 /**< compare the last poll's sessions with the jobs on the switch:
+			  *   the first poll, and after a restart (its tables are lost) */
+	int64_t next_lease_ms, next_poll_ms, next_settle_ms;
+	bool started; /**< the first tick has run */
+};
+
+struct mgr {
+	struct mgr_conf conf;
+	struct ctl_key switch_key;
+	struct mgr_store *store;
+	char agg_text[24];    /**< "A.B.C.D:port" of --agg */
+	char switch_text[24]; /**< "A.B.C.D:port" of --switch-ctl */
+	int64_t start_ms;
+	pthread_mutex_t lock;	 /**< the store and the jobs: one request at a time */
+	pthread_mutex_t sw_lock; /**< one call to the switch at a time (ts order) */
+	pthread_mutex_t st_lock; /**< sw */
+	struct mgr_switch_state sw;
+};
+
+/**
+ * The name of an error of a switch call: ctl_errname()'s, plus the local
+ * causes of ctl_call() that the protocol has no code for.
+ */
+static inline const char *
+mgr_errname(int code)
+{
+	code = code < 0 ? -code : code;
+	return code == ETIMEDOUT ? "ETIMEDOUT" : code == EPROTO ? "EPROTO" : ctl_errname(code);
+}
+
+/**
+ * One request to the switch (ctl_call, serialised, retried once when the
+ * switch refused its ts or MAC before dispatch: nothing changed then).
+ * @param args   consumed (may be NULL)
+ * @param result NULL, or the reply's result (a new reference)
+ * @return 0 or -code (ETIMEDOUT when the switch is silent)
+ */
+int mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **result,
+		    struct ctl_err *err);
+
+/**
+ * Admission (the two thresholds) against the last stats.get, polled now
+ * when there is none yet.
+ * @return true when a session of `slots` slots may go on the switch; else
+ *         false with the reason
+ */
+bool mgr_admit(struct mgr *m, uint32_t slots, char *reason, size_t cap);
+
+/** The switch.status result. */
+void mgr_switch_status(struct mgr *m, json_t *result);
+
+/** Lease and poll when due (mgr_tick's part that needs no store). */
+void mgr_switch_tick(struct mgr *m, int64_t now_ms, int64_t *next_ms);
+
+/** The store side of mgr_tick (mgr_core.c), under the manager's lock. */
+void mgr_settle(struct mgr *m);
+
+#endif /* MGR_INTERNAL_H */

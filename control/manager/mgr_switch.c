@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The manager's side of the switch: every call goes through
+ * mgr_switch_call() (one at a time), the lease is renewed every lease/3 and
+ * stats.get polled every poll period, from mgr_tick(); admission reads the
+ * last poll.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl_client.h"
+#include "mgr_internal.h"
+
+int64_t
+mgr_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **result, struct ctl_err *err)
+{
+	json_t *res = NULL;
+	int rc;
+
+	pthread_mutex_lock(&m->sw_lock);
+	rc = ctl_call(&m->conf.switch_ctl, &m->switch_key, cmd, args,
+		      (int)m->conf.switch_timeout_ms, &res, err);
+	/* EPERM: refused before dispatch (another client's newer ts): harmless to repeat */
+	if (rc == -EPERM)
+		rc = ctl_call(&m->conf.switch_ctl, &m->switch_key, cmd, args,
+			      (int)m->conf.switch_timeout_ms, &res, err);
+	pthread_mutex_unlock(&m->sw_lock);
+	json_decref(args);
+	mgr_log(rc ? MGR_LOG_INFO : MGR_LOG_DEBUG, "switch %s: %s%s%s", cmd,
+		rc ? mgr_errname(rc) : "ok", rc ? ": " : "", rc ? err->msg : "");
+	if (result)
+		*result = res;
+	else
+		json_decref(res);
+	return rc;
+}
+
+/* stats.get now; the result replaces the last one. */
+static int
+poll_stats(struct mgr *m, int64_t now)
+{
+	struct ctl_err err;
+	json_t *res;
+	int rc = mgr_switch_call(m, "stats.get", NULL, &res, &err);
+	bool was, restarted = false;
+
+	pthread_mutex_lock(&m->st_lock);
+	was = m->sw.reachable || !m->sw.polled_ms;
+	m->sw.polled_ms = now ? now : 1;
+	m->sw.reachable = rc == 0;
+	if (rc == 0) {
+		const json_t *up = json_object_get(res, "uptime_s");
+
+		/* a switch that restarted has lost every table the manager installed */
+		if (json_is_number(up)) {
+			restarted = json_number_value(up) < m->sw.uptime_s;
+			m->sw.uptime_s = json_number_value(up);
+		}
+		m->sw.check |= restarted || !m->sw.checked;
+		m->sw.checked = true;
+		json_decref(m->sw.stats);
+		m->sw.stats = res;
+		m->sw.poll_error[0] = '\0';
+	} else {
+		snprintf(m->sw.poll_error, sizeof(m->sw.poll_error), "%s: %.200s", mgr_errname(rc),
+			 err.msg);
+	}
+	pthread_mutex_unlock(&m->st_lock);
+	if (rc && was)
+		mgr_log(MGR_LOG_WARN, "switch %s: stats.get failed: %s: %s", m->switch_text,
+			mgr_errname(rc), err.msg);
+	else if (!rc && !was)
+		mgr_log(MGR_LOG_INFO, "switch %s answers stats.get again", m->switch_text);
+	if (restarted)
+		mgr_log(MGR_LOG_WARN,
+			"switch %s restarted: installing the ready jobs' sessions again",
+			m->switch_text);
+	return rc;
+}
+
+static void
+renew_lease(struct mgr *m, int64_t now)
+{
+	struct ctl_err err;
+	json_t *args = json_pack("{s:I}", "ttl_ms", (json_int_t)m->conf.lease_ms);
+	int rc = mgr_switch_call(m, "lease", args, NULL, &err);
+	unsigned int run;
+	bool first = false;
+
+	pthread_mutex_lock(&m->st_lock);
+	run = m->sw.lease_fail_run;
+	if (rc == 0) {
+		first = m->sw.leases++ == 0;
+		m->sw.lease_ok_ms = now ? now : 1;
+		m->sw.lease_fail_run = 0;
+	} else {
+		m->sw.lease_failures++;
+		m->sw.lease_fail_run++;
+		snprintf(m->sw.lease_error, sizeof(m->sw.lease_error), "%s: %.200s",
+			 mgr_errname(rc), err.msg);
+	}
+	pthread_mutex_unlock(&m->st_lock);
+	if (rc)
+		mgr_log(MGR_LOG_WARN,
+			"switch %s: lease renewal failed (%u in a row): %s: %s; the switch goes "
+			"forward-only %u ms after the last renewal",
+			m->switch_text, run + 1, mgr_errname(rc), err.msg, m->conf.lease_ms);
+	else if (run)
+		mgr_log(MGR_LOG_INFO, "switch %s: lease renewed again after %u failures",
+			m->switch_text, run);
+	else if (first)
+		mgr_log(MGR_LOG_INFO, "switch %s: lease held (ttl %u ms, renewed every %u ms)",
+			m->switch_text, m->conf.lease_ms, m->conf.lease_ms / 3);
+}
+
+void
+mgr_switch_tick(struct mgr *m, int64_t now, int64_t *next)
+{
+	int64_t lease_due, poll_due;
+
+	pthread_mutex_lock(&m->st_lock);
+	if (!m->sw.started) {
+		m->sw.started = true;
+		m->sw.next_lease_ms = m->sw.next_poll_ms = m->sw.next_settle_ms = now;
+	}
+	lease_due = m->sw.next_lease_ms;
+	poll_due = m->sw.next_poll_ms;
+	pthread_mutex_unlock(&m->st_lock);
+
+	if (m->conf.lease_ms && now >= lease_due) {
+		renew_lease(m, now);
+		lease_due = now + m->conf.lease_ms / 3;
+	}
+	if (now >= poll_due) {
+		poll_stats(m, now);
+		poll_due = now + m->conf.poll_ms;
+	}
+	pthread_mutex_lock(&m->st_lock);
+	m->sw.next_lease_ms = lease_due;
+	m->sw.next_poll_ms = poll_due;
+	pthread_mutex_unlock(&m->st_lock);
+	*next = poll_due;
+	if (m->conf.lease_ms && lease_due < *next)
+		*next = lease_due;
+}
+
+static bool
+get_num(const json_t *o, const char *k, double *v)
+{
+	const json_t *x = json_object_get(o, k);
+
+	if (!json_is_number(x))
+		return false;
+	*v = json_number_value(x);
+	return isfinite(*v);
+}
+
+bool
+mgr_admit(struct mgr *m, uint32_t slots, char *reason, size_t cap)
+{
+	double usage, used, capacity, depth;
+	bool fresh;
+	json_t *st;
+
+	pthread_mutex_lock(&m->st_lock);
+	fresh = m->sw.stats && m->sw.reachable;
+	pthread_mutex_unlock(&m->st_lock);
+	if (!fresh)
+		poll_stats(m, mgr_now_ms());
+	pthread_mutex_lock(&m->st_lock);
+	if (!m->sw.reachable || !m->sw.stats) {
+		snprintf(reason, cap, "switch %s unreachable: %s", m->switch_text,
+			 m->sw.poll_error);
+		pthread_mutex_unlock(&m->st_lock);
+		return false;
+	}
+	st = m->sw.stats;
+	if (get_num(st, "slot_usage", &usage) && usage > m->conf.max_slot_usage) {
+		snprintf(reason, cap, "admission: slot usage %.3f above the threshold %.3f", usage,
+			 m->conf.max_slot_usage);
+		goto refuse;
+	}
+	if (get_num(st, "slots_used", &used) && get_num(st, "slot_capacity", &capacity) &&
+	    used + slots > m->conf.max_slot_usage * capacity) {
+		snprintf(reason, cap,
+			 "admission: %.0f + %u slots would pass %.3f of the switch's %.0f", used,
+			 slots, m->conf.max_slot_usage, capacity);
+		goto refuse;
+	}
+	if (get_num(st, "queue_depth", &depth) && depth > m->conf.max_queue_depth) {
+		snprintf(reason, cap, "admission: queue depth %.0f above the threshold %u", depth,
+			 m->conf.max_queue_depth);
+		goto refuse;
+	}
+	pthread_mutex_unlock(&m->st_lock);
+	return true;
+refuse:
+	pthread_mutex_unlock(&m->st_lock);
+	return false;
+}
+
+void
+mgr_switch_status(struct mgr *m, json_t *res)
+{
+	int64_t now = mgr_now_ms();
+	json_t *lease = json_object();
+
+	pthread_mutex_lock(&m->st_lock);
+	json_object_set_new(res, "switch", json_string(m->switch_text));
+	json_object_set_new(res, "aggregator", json_string(m->agg_text));
+	json_object_set_new(res, "reachable", json_boolean(m->sw.reachable));
+	if (m->sw.polled_ms)
+		json_object_set_new(res, "polled_ms_ago", json_integer(now - m->sw.polled_ms));
+	if (!m->sw.reachable && m->sw.poll_error[0])
+		json_object_set_new(res, "error", json_string(m->sw.poll_error));
+	json_object_set_new(res, "stats", m->sw.stats ? json_deep_copy(m->sw.stats) : json_null());
+	json_object_set_new(lease, "ttl_ms", json_integer(m->conf.lease_ms));
+	json_object_set_new(lease, "renew_ms", json_integer(m->conf.lease_ms / 3));
+	json_object_set_new(lease, "held",
+			    json_boolean(m->conf.lease_ms && m->sw.lease_ok_ms &&
+					 now - m->sw.lease_ok_ms < (int64_t)m->conf.lease_ms));
+	if (m->sw.lease_ok_ms)
+		json_object_set_new(lease, "renewed_ms_ago", json_integer(now - m->sw.lease_ok_ms));
+	json_object_set_new(lease, "renewals", json_integer((json_int_t)m->sw.leases));
+	json_object_set_new(lease, "failures", json_integer((json_int_t)m->sw.lease_failures));
+	json_object_set_new(lease, "failing", json_integer(m->sw.lease_fail_run));
+	if (m->sw.lease_fail_run)
+		json_object_set_new(lease, "error", json_string(m->sw.lease_error));
+	pthread_mutex_unlock(&m->st_lock);
+	json_object_set_new(res, "lease", lease);
+}
+
+int64_t
+mgr_tick(struct mgr *m, int64_t now)
+{
+	int64_t next, settle;
+
+	mgr_switch_tick(m, now, &next);
+	pthread_mutex_lock(&m->st_lock);
+	settle = m->sw.next_settle_ms;
+	pthread_mutex_unlock(&m->st_lock);
+	/* the store's part waits for no request: it is retried next time */
+	if (now >= settle && pthread_mutex_trylock(&m->lock) == 0) {
+		mgr_settle(m);
+		pthread_mutex_unlock(&m->lock);
+		settle = now + m->conf.poll_ms;
+		pthread_mutex_lock(&m->st_lock);
+		m->sw.next_settle_ms = settle;
+		pthread_mutex_unlock(&m->st_lock);
+	}
+	if (settle <= now)
+		settle = now + 50; /* a request held the lock: soon again */
+	if (settle < next)
+		next = settle;
+	return next > now ? next - now : 0;
+}
