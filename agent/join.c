@@ -19,6 +19,9 @@
 #include "ctl_client.h"
 
 #define AG_CALL_MS		5000
+/* once per step, on the training's critical path: a manager that is not there
+ * costs little, and the previous step's settings stay */
+#define AG_STEP_MS		500
 #define AG_JOIN_POLL_US		100000
 #define AG_MAX_TENSORS_REPORTED 1024
 
@@ -57,16 +60,22 @@ mac_of(const struct in_addr *addr, char out[18])
 }
 
 static int
-call(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res)
+call_ms(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res, int ms)
 {
 	struct ctl_err err;
-	int rc = ctl_call(&m->mgr, &m->key, cmd, args, AG_CALL_MS, res, &err);
+	int rc = ctl_call(&m->mgr, &m->key, cmd, args, ms, res, &err);
 
 	json_decref(args);
 	if (rc)
 		fprintf(stderr, "libcais: manager %s: %s: %s\n", cmd, ctl_errname(err.code),
 			err.msg);
 	return rc;
+}
+
+static int
+call(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res)
+{
+	return call_ms(m, cmd, args, res, AG_CALL_MS);
 }
 
 static int
@@ -277,16 +286,17 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 		json_t *r = report(c, m);
 
 		m->reported = m->last;
-		call(m, "stats.report", r, &res); /* a lost report only costs a scale update */
+		/* a lost report only costs a scale update */
+		call_ms(m, "stats.report", r, &res, AG_STEP_MS);
 		json_decref(res);
 		res = NULL;
 	}
 	m->started = true;
 	m->step = step;
-	rc = call(m, "step.begin",
-		  json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
-			    (json_int_t)step),
-		  &res);
+	rc = call_ms(m, "step.begin",
+		     json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
+			       (json_int_t)step),
+		     &res, AG_STEP_MS);
 	if (rc)
 		return rc;
 	offload = json_object_get(res, "offload");

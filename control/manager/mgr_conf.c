@@ -125,7 +125,7 @@ mgr_usage(FILE *f)
 	    "\n"
 	    "Admission: when every rank of a job has joined, the job is admitted unless the\n"
 	    "switch's last stats.get is above a threshold; a refused job (or one the switch\n"
-	    "refuses: ENOSPC, EEXIST, no answer) is ready without offload, with the reason,\n"
+	    "refuses: ENOSPC, no answer) is ready without offload, with the reason,\n"
 	    "and its agents use the ring only.\n"
 	    "\n"
 	    "step.begin (computed when the first rank asks, then the same for every rank):\n"
