@@ -14,13 +14,15 @@
 #include <stdint.h>
 
 /** Largest control datagram. */
-#define CTL_MAX_DGRAM 65536u
+#define CTL_MAX_DGRAM	 65536u
+/** Largest reply: the largest UDP payload over IPv4 (65535 - 20 - 8). */
+#define CTL_MAX_REPLY	 65507u
 /** A ts more than this far from the receiver's clock is refused. */
 #define CTL_TS_WINDOW_MS 30000
 /** Length of the "mac <hex>\n" line. */
-#define CTL_MAC_LINE 69u
+#define CTL_MAC_LINE	 69u
 /** Largest key file. */
-#define CTL_MAX_KEY 4096u
+#define CTL_MAX_KEY	 4096u
 
 /** A key: raw bytes (the whole key file). len 0: no authentication. */
 struct ctl_key {

@@ -19,11 +19,24 @@ struct ctl_client_ts {
 	int64_t last; /**< newest ts accepted from it */
 };
 
+/*
+ * MACs of requests accepted in the last two ts windows: a signed request
+ * replayed from another client address (the MAC covers the JSON, not the
+ * address) is refused too.
+ */
+#define CTL_SEEN 16384u
+
+struct ctl_seen {
+	uint8_t mac[16]; /**< the first half of the MAC */
+	int64_t at;	 /**< when accepted (the endpoint's clock); 0: free */
+};
+
 struct ctl_endpoint {
 	struct ctl_endpoint_conf conf;
 	struct ctl_key key;
 	int fd;
 	struct ctl_client_ts clients[CTL_CLIENTS];
+	struct ctl_seen seen[CTL_SEEN];
 	struct ctl_endpoint_stats st;
 	uint8_t rx[CTL_MAX_DGRAM + 1];
 	char tx[CTL_MAX_DGRAM];
@@ -33,10 +46,11 @@ int
 ctl_endpoint_open(const struct ctl_endpoint_conf *conf, struct ctl_endpoint **out)
 {
 	struct ctl_endpoint *ep;
-	bool keyed = conf->key && conf->key->len;
+	bool keyed;
 
 	if (!conf || !out || (!conf->ops && !conf->handler))
 		return -EINVAL;
+	keyed = conf->key && conf->key->len;
 	if (!keyed && conf->addr.sin_port && (ntohl(conf->addr.sin_addr.s_addr) >> 24) != 127)
 		return -EPERM; /* without a key, only loopback may reach it */
 	ep = calloc(1, sizeof(*ep));
@@ -50,10 +64,9 @@ ctl_endpoint_open(const struct ctl_endpoint_conf *conf, struct ctl_endpoint **ou
 		ep->conf.clock_ms = ctl_now_ms;
 	ep->fd = -1;
 	if (conf->addr.sin_port) {
-		int one = 1;
-
+		/* no SO_REUSEADDR: a second endpoint on the port must fail, not share it */
 		ep->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		if (ep->fd < 0 || setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+		if (ep->fd < 0 ||
 		    bind(ep->fd, (const struct sockaddr *)&conf->addr, sizeof(conf->addr)) != 0) {
 			int err = -errno;
 
@@ -87,17 +100,23 @@ ctl_endpoint_stats(const struct ctl_endpoint *ep, struct ctl_endpoint_stats *st)
 	*st = ep->st;
 }
 
-/* Serialise a reply; one that does not fit becomes an ENOSPC error. */
+/* Serialise a reply; one that does not fit becomes an ENOSPC error (with the id). */
 static size_t
 reply_dump(json_t *rep, char *out, size_t cap)
 {
 	size_t n = json_dumpb(rep, out, cap, JSON_COMPACT);
+	json_t *id = json_object_get(rep, "id");
 
 	if (n == 0 || n > cap) {
+		char idtxt[32] = "null";
+
+		if (json_is_integer(id))
+			snprintf(idtxt, sizeof(idtxt), "%" JSON_INTEGER_FORMAT,
+				 json_integer_value(id));
 		n = (size_t)snprintf(out, cap,
-				     "{\"id\":null,\"ok\":false,\"error\":{\"code\":\"ENOSPC\","
+				     "{\"id\":%s,\"ok\":false,\"error\":{\"code\":\"ENOSPC\","
 				     "\"message\":\"reply larger than %zu bytes\"}}",
-				     cap);
+				     idtxt, cap);
 		if (n >= cap)
 			n = cap ? cap - 1 : 0;
 	}
@@ -105,15 +124,50 @@ reply_dump(json_t *rep, char *out, size_t cap)
 	return n;
 }
 
+/*
+ * A message as valid UTF-8: truncations (of a field name quoted from the
+ * request, say) may cut a character; bad bytes become '?'.
+ */
+static void
+utf8_clean(const char *in, char *out, size_t cap)
+{
+	size_t i = 0, o = 0;
+
+	while (in[i] && o + 1 < cap) {
+		unsigned char c = (unsigned char)in[i];
+		size_t len = c < 0x80	      ? 1
+			     : (c >> 5) == 6  ? 2
+			     : (c >> 4) == 14 ? 3
+			     : (c >> 3) == 30 ? 4
+					      : 0;
+		size_t k;
+
+		for (k = 1; len && k < len; k++)
+			if (((unsigned char)in[i + k] & 0xC0) != 0x80)
+				len = 0;
+		if (len == 0 || o + len >= cap) {
+			out[o++] = '?';
+			i++;
+			continue;
+		}
+		memcpy(out + o, in + i, len);
+		o += len;
+		i += len;
+	}
+	out[o] = '\0';
+}
+
 static size_t
 reply_error(json_t *id, int code, const char *msg, char *out, size_t cap)
 {
 	json_t *rep = json_object(), *e = json_object();
+	char clean[512];
 
+	utf8_clean(msg, clean, sizeof(clean));
 	json_object_set(rep, "id", id ? id : json_null());
 	json_object_set_new(rep, "ok", json_false());
 	json_object_set_new(e, "code", json_string(ctl_errname(code)));
-	json_object_set_new(e, "message", json_string(msg));
+	json_object_set_new(e, "message", json_string(clean));
 	json_object_set_new(rep, "error", e);
 	return reply_dump(rep, out, cap);
 }
@@ -143,6 +197,48 @@ client_ts(struct ctl_endpoint *ep, uint32_t ip)
 	victim->ip = ip;
 	victim->last = 0;
 	return victim;
+}
+
+static int
+hexnib(uint8_t c)
+{
+	return c <= '9' ? c - '0' : c - 'a' + 10;
+}
+
+/*
+ * Was this MAC (of a verified datagram) accepted within the last two
+ * windows? With record, remember it (a full neighbourhood forgets its oldest).
+ */
+static bool
+mac_seen(struct ctl_endpoint *ep, const uint8_t *dgram, int64_t now, bool record)
+{
+	uint8_t m[16];
+	uint64_t h = 0;
+	struct ctl_seen *victim = NULL;
+	bool victim_live = true;
+
+	for (int i = 0; i < 16; i++)
+		m[i] = (uint8_t)(hexnib(dgram[4 + 2 * i]) << 4 | hexnib(dgram[5 + 2 * i]));
+	memcpy(&h, m, sizeof(h));
+	for (unsigned int i = 0; i < 16; i++) {
+		struct ctl_seen *e = &ep->seen[(h + i) % CTL_SEEN];
+		bool live = e->at && now - e->at <= 2 * CTL_TS_WINDOW_MS;
+
+		if (live && memcmp(e->mac, m, sizeof(m)) == 0)
+			return true;
+		/* the place to record: a free or expired one, else the oldest */
+		if (!live && victim_live) {
+			victim = e;
+			victim_live = false;
+		} else if (live && victim_live && (!victim || e->at < victim->at)) {
+			victim = e;
+		}
+	}
+	if (record) {
+		memcpy(victim->mac, m, sizeof(m));
+		victim->at = now ? now : 1;
+	}
+	return false;
 }
 
 size_t
@@ -220,8 +316,17 @@ ctl_endpoint_handle_from(struct ctl_endpoint *ep, const struct sockaddr_in *from
 			json_decref(req);
 			return n;
 		}
-		if (keyed)
+		if (keyed && mac_seen(ep, dgram, now, false)) {
+			ep->st.auth_failures++;
+			n = reply_error(id, EPERM, "request already accepted (replay of 'ts')", out,
+					cap);
+			json_decref(req);
+			return n;
+		}
+		if (keyed) {
 			client_ts(ep, from ? from->sin_addr.s_addr : 0)->last = t;
+			mac_seen(ep, dgram, now, true);
+		}
 	}
 	if (ep->conf.ops) {
 		rc = ctl_dispatch(ep->conf.ops, req, &res, &err);
@@ -267,7 +372,7 @@ ctl_endpoint_poll(struct ctl_endpoint *ep, int timeout_ms)
 
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? handled : -errno;
-		r = ctl_endpoint_handle_from(ep, &from, ep->rx, (size_t)n, ep->tx, sizeof(ep->tx));
+		r = ctl_endpoint_handle_from(ep, &from, ep->rx, (size_t)n, ep->tx, CTL_MAX_REPLY);
 		sendto(ep->fd, ep->tx, r, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
 		handled++;
 	}

@@ -138,18 +138,29 @@ get_string(const json_t *obj, const char *name, const char **out, struct ctl_err
 }
 
 static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Exactly "xx:xx:xx:xx:xx:xx", hex digits and colons only. */
+static int
 parse_mac(const char *s, uint8_t mac[6])
 {
-	unsigned int b[6];
-	char tail;
-
-	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3],
-				      &b[4], &b[5], &tail) != 6)
+	if (strlen(s) != 17)
 		return -1;
 	for (int i = 0; i < 6; i++) {
-		if (s[3 * i] == '+' || s[3 * i] == '-' || s[3 * i] == ' ')
+		int hi = hexval(s[3 * i]), lo = hexval(s[3 * i + 1]);
+
+		if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
 			return -1;
-		mac[i] = (uint8_t)b[i];
+		mac[i] = (uint8_t)(hi << 4 | lo);
 	}
 	return 0;
 }

@@ -1,27 +1,35 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Build fuzz_pipeline with clang (if needed) and fuzz it for SECONDS on a
-# copy of tests/fuzz/corpus, so the committed seeds are never modified.
+# Build the libFuzzer targets with clang (if needed) and fuzz them in turn,
+# SECONDS split between them, each on a copy of its seed corpus, so the
+# committed seeds are never modified.
 #
-#   tests/fuzz/run-fuzz.sh [SECONDS] [BUILD_DIR]
+#   tests/fuzz/run-fuzz.sh [SECONDS] [BUILD_DIR] [TARGET...]
 #
-#   SECONDS    fuzzing time, default 60
+#   SECONDS    total fuzzing time, default 60, shared equally by the targets
 #   BUILD_DIR  a clang build directory with -Dfuzz=enabled, default
 #              build-fuzz at the top of the repository; created with
 #              `CC=clang meson setup BUILD_DIR -Dfuzz=enabled` if missing
+#   TARGET     fuzz_pipeline (the dataplane, seeds tests/fuzz/corpus) and/or
+#              fuzz_ctl (the control request path, seeds tests/fuzz/corpus_ctl);
+#              default both (fuzz_pipeline is left out, with a note, when the
+#              build has none: no DPDK)
 #
 # Environment:
 #   FUZZ_ARGS          extra libFuzzer flags (e.g. "-jobs=2 -workers=2")
-#   FUZZ_WORK          where to put the corpus copy and findings (default: mktemp -d)
+#   FUZZ_WORK          where to put the corpus copies and findings (default:
+#                      mktemp -d); one folder per target inside
 #   CAIS_FUZZ_VERBOSE=1     per input, what the model expected and what was sent
+#   CAIS_FUZZ_CTL_ALLOW_KNOWN=1   fuzz_ctl tolerates the control defects already
+#                      reported (see fuzz_ctl.c), to fuzz past them
 #
 # Exit status: 0 when the run found nothing; 1 on any crash, sanitizer
-# report, model violation, leak or timeout (the reproducer paths are
-# printed; rerun one with `BUILD_DIR/tests/fuzz/fuzz_pipeline FILE`);
+# report, model violation, leak or timeout in any target (the reproducer
+# paths are printed; rerun one with `BUILD_DIR/tests/fuzz/TARGET FILE`);
 # 2 on a usage or build error.
 #
-# DPDK under the sanitizers: the target starts EAL itself with
+# DPDK under the sanitizers (fuzz_pipeline): the target starts EAL itself with
 #   --no-huge -m 512 --no-pci --no-shconf --no-telemetry -l 0
 #   --file-prefix=cais-fuzz-PID
 # (no hugepages, no devices, no shared files; 512 MB of anonymous memory
@@ -31,19 +39,36 @@
 # the target restores the original CPU affinity right after rte_eal_init(),
 # so parallel jobs do not share one CPU, and removes EAL's (empty) runtime
 # directory /var/run/dpdk/cais-fuzz-PID at once, so crashes leave nothing.
+# fuzz_ctl needs no DPDK.
 set -eu
+
+usage() {
+	echo "usage: $0 [SECONDS] [BUILD_DIR] [fuzz_pipeline|fuzz_ctl ...]" >&2
+	exit 2
+}
 
 SECONDS_TO_RUN=${1:-60}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 BUILD_DIR=${2:-$top/build-fuzz}
+if [ $# -gt 2 ]; then
+	shift 2
+	targets=$*
+	explicit=1
+else
+	targets="fuzz_pipeline fuzz_ctl"
+	explicit=0
+fi
 
 case $SECONDS_TO_RUN in
-'' | *[!0-9]*)
-	echo "usage: $0 [SECONDS] [BUILD_DIR]" >&2
-	exit 2
-	;;
+'' | *[!0-9]*) usage ;;
 esac
+for t in $targets; do
+	case $t in
+	fuzz_pipeline | fuzz_ctl) ;;
+	*) usage ;;
+	esac
+done
 
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 	echo "== configuring $BUILD_DIR with clang"
@@ -52,45 +77,90 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 		exit 2
 	fi
 fi
-if ! ninja -C "$BUILD_DIR" tests/fuzz/fuzz_pipeline; then
-	echo "cannot build tests/fuzz/fuzz_pipeline in $BUILD_DIR" >&2
+
+# A default target the build does not define (fuzz_pipeline without DPDK) is
+# left out; a named one must build.
+build_targets=""
+for t in $targets; do
+	if [ "$explicit" = 0 ] && ! ninja -C "$BUILD_DIR" -t query "tests/fuzz/$t" >/dev/null 2>&1; then
+		echo "== $t is not part of $BUILD_DIR (no DPDK?): not fuzzed"
+		continue
+	fi
+	build_targets="$build_targets $t"
+done
+targets=$build_targets
+if [ -z "$targets" ]; then
+	echo "no fuzz target in $BUILD_DIR" >&2
+	exit 2
+fi
+# shellcheck disable=SC2046 # one path per target
+if ! ninja -C "$BUILD_DIR" $(for t in $targets; do echo "tests/fuzz/$t"; done); then
+	echo "cannot build$targets in $BUILD_DIR" >&2
 	echo "(it must be a clang build: CC=clang meson setup $BUILD_DIR -Dfuzz=enabled)" >&2
 	exit 2
 fi
-fuzzer=$BUILD_DIR/tests/fuzz/fuzz_pipeline
+
+# SECONDS shared equally, at least 1 s each; the remainder goes to the first.
+n=0
+for t in $targets; do n=$((n + 1)); done
+each=$((SECONDS_TO_RUN / n))
+extra=$((SECONDS_TO_RUN - each * n))
+[ "$each" -ge 1 ] || { each=1; extra=0; }
 
 work=${FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/cais-fuzz.XXXXXX")}
-mkdir -p "$work/corpus" "$work/artifacts"
-cp "$here"/corpus/* "$work/corpus/"
-echo "== fuzzing for ${SECONDS_TO_RUN}s; corpus copy and findings in $work"
+mkdir -p "$work"
+echo "== fuzzing$targets for ${SECONDS_TO_RUN}s in all; corpus copies and findings in $work"
 
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS UBSAN_OPTIONS
 
-status=0
-# shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
-"$fuzzer" \
-	-max_total_time="$SECONDS_TO_RUN" \
-	-max_len=16384 \
-	-timeout=10 \
-	-rss_limit_mb=4096 \
-	-print_final_stats=1 \
-	-artifact_prefix="$work/artifacts/" \
-	${FUZZ_ARGS:-} \
-	"$work/corpus" >"$work/fuzz.log" 2>&1 &
-pid=$!
-wait "$pid" || status=$?
+failed=0
+for t in $targets; do
+	case $t in
+	fuzz_pipeline)
+		seeds=$here/corpus
+		max_len=16384
+		;;
+	fuzz_ctl)
+		seeds=$here/corpus_ctl
+		max_len=32768
+		;;
+	esac
+	secs=$((each + extra))
+	extra=0
+	fuzzer=$BUILD_DIR/tests/fuzz/$t
+	tw=$work/$t
+	mkdir -p "$tw/corpus" "$tw/artifacts"
+	cp "$seeds"/* "$tw/corpus/"
+	echo "== $t: ${secs}s, seeds from $seeds"
 
-grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|^Done|ERROR|SUMMARY|fuzz_pipeline:' "$work/fuzz.log" || true
+	status=0
+	# shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
+	"$fuzzer" \
+		-max_total_time="$secs" \
+		-max_len="$max_len" \
+		-timeout=10 \
+		-rss_limit_mb=4096 \
+		-print_final_stats=1 \
+		-artifact_prefix="$tw/artifacts/" \
+		${FUZZ_ARGS:-} \
+		"$tw/corpus" >"$tw/fuzz.log" 2>&1 &
+	pid=$!
+	wait "$pid" || status=$?
 
-findings=$(find "$work/artifacts" -type f | sort)
-if [ "$status" -ne 0 ] || [ -n "$findings" ]; then
-	echo "== FAILED (libFuzzer exit status $status); log: $work/fuzz.log"
-	for f in $findings; do
-		echo "reproducer: $f"
-		echo "  rerun: $fuzzer $f"
-	done
-	exit 1
-fi
-echo "== no findings; log: $work/fuzz.log"
+	grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::|^Done|ERROR|SUMMARY|$t:" "$tw/fuzz.log" || true
+
+	findings=$(find "$tw/artifacts" -type f | sort)
+	if [ "$status" -ne 0 ] || [ -n "$findings" ]; then
+		echo "== $t FAILED (libFuzzer exit status $status); log: $tw/fuzz.log"
+		for f in $findings; do
+			echo "reproducer: $f"
+			echo "  rerun: $fuzzer $f"
+		done
+		failed=1
+	else
+		echo "== $t: no findings; log: $tw/fuzz.log"
+	fi
+done
+exit "$failed"
