@@ -1339,6 +1339,12 @@ main(int argc, char **argv)
 
 	if (!o.quiet)
 		print_header(&o, max_bytes);
+	/* managed: every rank has registered its tensor before any asks for step 0 */
+	if (o.manager && line_up(&o, comm, &t) != 0) {
+		fprintf(stderr, PROG ": rank %u: the first line-up all-reduce failed\n", o.rank);
+		cais_comm_destroy(comm);
+		return EXIT_SETUP;
+	}
 	if (!o.check) /* the values do not matter: fill once */
 		fill_input(&o, send, max_bytes / cais_datatype_size(o.dt), iter_key(0, max_bytes));
 	t0 = now_us();

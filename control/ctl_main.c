@@ -568,14 +568,17 @@ member_value(const char *cmd, const char *v)
 		parts[n++] = p;
 	if (n != 4)
 		usage_error("%s: member: '%s' is not RANK,MAC,IP,PORT", cmd, v);
-	m = json_object();
-	json_object_set_new(m, "rank", int_value(cmd, "member RANK", parts[0], 0, 254, false));
+	/* every check before anything is allocated: a usage error exits */
 	if (!mac_ok(parts[1]))
 		usage_error("%s: member %s: '%s' is not a unicast MAC (aa:bb:cc:dd:ee:ff)", cmd,
 			    parts[0], parts[1]);
-	json_object_set_new(m, "mac", json_string(parts[1]));
 	if (!ip_ok(parts[2]))
 		usage_error("%s: member %s: '%s' is not an IPv4 address", cmd, parts[0], parts[2]);
+	json_decref(int_value(cmd, "member RANK", parts[0], 0, 254, false));
+	json_decref(int_value(cmd, "member PORT", parts[3], 1, 65535, false));
+	m = json_object();
+	json_object_set_new(m, "rank", int_value(cmd, "member RANK", parts[0], 0, 254, false));
+	json_object_set_new(m, "mac", json_string(parts[1]));
 	json_object_set_new(m, "ip", json_string(parts[2]));
 	json_object_set_new(m, "port", int_value(cmd, "member PORT", parts[3], 1, 65535, false));
 	return m;
