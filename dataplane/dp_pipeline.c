@@ -604,7 +604,10 @@ queue_depth(struct dp_lcore *lc, bool full, unsigned int iter)
 			d += n > 0 ? (uint32_t)n : 0;
 		}
 	} else {
-		d += lc->full_streak * DP_BURST;
+		/* a backlog no deeper than the queues themselves */
+		uint32_t est = lc->full_streak * DP_BURST, cap = (uint32_t)lc->n_rxq * DP_RX_DESC;
+
+		d += est < cap ? est : cap;
 	}
 	lc->qdepth = d;
 }
