@@ -87,7 +87,7 @@ arp_for_agg(const uint8_t *frame, uint32_t len, uint32_t agg_ip)
 		return false;
 	if (rd16(arp + 6) != 1) /* request */
 		return false;
-	return memcmp(arp + 24, &agg_ip, 4) == 0 && memcmp(arp + 8, frame + 6, 6) == 0;
+	return dp_eq4(arp + 24, &agg_ip) && dp_eq6(arp + 8, frame + 6);
 }
 
 static void
@@ -115,7 +115,7 @@ parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 		return drop(out, DP_DROP_IP_LEN);
 	if (dp_ip_csum(ip, CAIS_IP_HLEN) != 0)
 		return drop(out, DP_DROP_IP_CSUM);
-	if (memcmp(ip + 16, &cfg->agg_ip, 4) != 0)
+	if (!dp_eq4(ip + 16, &cfg->agg_ip))
 		return drop(out, DP_DROP_TO_AGG_OTHER);
 	frag = rd16(ip + 6);
 	if (frag & 0x3FFFu) /* MF or a fragment offset */
@@ -128,7 +128,7 @@ parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 	udp_len = rd16(udp + 4);
 	if (udp_len < CAIS_UDP_HLEN || udp_len > ip_len - CAIS_IP_HLEN)
 		return drop(out, DP_DROP_UDP_LEN);
-	if (memcmp(udp + 2, &cfg->udp_port, 2) != 0)
+	if (!dp_eq2(udp + 2, &cfg->udp_port))
 		return drop(out, DP_DROP_UDP_PORT);
 	cais = udp + CAIS_UDP_HLEN;
 	hc = cais_hdr_check(cais, udp_len - CAIS_UDP_HLEN);
@@ -172,9 +172,9 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg, str
 	if (!cfg->agg_enabled)
 		return;
 	type = rd16(frame + 12);
-	to_agg = memcmp(frame, cfg->agg_mac, 6) == 0;
+	to_agg = dp_eq6(frame, cfg->agg_mac);
 	if (type == ETHERTYPE_ARP) {
-		bool want = (to_agg || memcmp(frame, bcast, 6) == 0) &&
+		bool want = (to_agg || dp_eq6(frame, bcast)) &&
 			    arp_for_agg(frame, len, cfg->agg_ip);
 		if (want)
 			out->cls = DP_CLASS_ARP_AGG;

@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cais/proto.h>
 
@@ -115,5 +116,32 @@ void dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg
 
 /** Internet checksum of an IPv4 header of hlen bytes (0 when valid). */
 uint16_t dp_ip_csum(const void *hdr, unsigned int hlen);
+
+/** Byte-equality of 2, 4 and 6 bytes without a call (memcmp may not be inlined). */
+static inline bool
+dp_eq2(const void *a, const void *b)
+{
+	uint16_t x, y;
+
+	memcpy(&x, a, 2);
+	memcpy(&y, b, 2);
+	return x == y;
+}
+
+static inline bool
+dp_eq4(const void *a, const void *b)
+{
+	uint32_t x, y;
+
+	memcpy(&x, a, 4);
+	memcpy(&y, b, 4);
+	return x == y;
+}
+
+static inline bool
+dp_eq6(const void *a, const void *b)
+{
+	return dp_eq4(a, b) && dp_eq2((const uint8_t *)a + 4, (const uint8_t *)b + 4);
+}
 
 #endif /* DP_PARSE_H */

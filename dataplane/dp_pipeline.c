@@ -498,8 +498,8 @@ data_rx(struct dp_lcore *lc, struct rte_mbuf *m)
 	s = t->s;
 	sc = &s->part[lc->idx].c;
 	mb = &s->members[h->rank < s->n ? h->rank : 0];
-	if (unlikely(h->rank >= s->n || memcmp(f + CAIS_ETH_HLEN + 12, &mb->ip, 4) != 0 ||
-		     memcmp(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &mb->port, 2) != 0))
+	if (unlikely(h->rank >= s->n || !dp_eq4(f + CAIS_ETH_HLEN + 12, &mb->ip) ||
+		     !dp_eq2(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &mb->port)))
 		return reject(lc, m, CAIS_R_NOT_MEMBER, sc);
 	if (unlikely(h->dtype != CAIS_DT_FIXED32))
 		return reject(lc, m, CAIS_R_BAD_DTYPE, sc);
@@ -530,6 +530,17 @@ data_rx(struct dp_lcore *lc, struct rte_mbuf *m)
 	data_owned(lc, m, t, h, slotf);
 }
 
+/* The first DP_PREFETCH_BYTES of m's frame into the cache. */
+static inline void
+prefetch_frame(const struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	unsigned int len = m->data_len < DP_PREFETCH_BYTES ? m->data_len : DP_PREFETCH_BYTES;
+
+	for (unsigned int off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
+		rte_prefetch0(f + off);
+}
+
 void
 dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 {
@@ -537,13 +548,19 @@ dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 	struct dp_parsed p;
 
 	lc->now = rte_rdtsc();
+	for (uint16_t i = 0; i < n && i < DP_PREFETCH_MBUF; i++)
+		rte_prefetch0(pkts[i]);
+	for (uint16_t i = 0; i < n && i < DP_PREFETCH_FRAME; i++)
+		prefetch_frame(pkts[i]);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		const uint8_t *f;
 		uint16_t port = m->port;
 
-		if (i + 1 < n)
-			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		if (i + DP_PREFETCH_MBUF < n)
+			rte_prefetch0(pkts[i + DP_PREFETCH_MBUF]);
+		if (i + DP_PREFETCH_FRAME < n)
+			prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
 		if (unlikely(port >= sw->n_ports)) {
 			drop(lc, m, DP_DROP_BAD_PORT);
 			continue;
