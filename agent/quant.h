@@ -68,7 +68,13 @@ extern const struct cais_quant_ops cais_quant_scalar;
 /** @return the AVX2 implementation, or NULL when the CPU (or the build) lacks AVX2/F16C. */
 const struct cais_quant_ops *cais_quant_avx2(void);
 
-/** @return the best implementation for this CPU. */
+/**
+ * @return AVX2's implementation with AVX-512 (F, BW, DQ, VL) encoders, or
+ *         NULL when the CPU (or the build) lacks them.
+ */
+const struct cais_quant_ops *cais_quant_avx512(void);
+
+/** @return the best implementation for this CPU: avx512, avx2 or scalar. */
 const struct cais_quant_ops *cais_quant_best(void);
 
 #endif /* CAIS_AGENT_QUANT_H */

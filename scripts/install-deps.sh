@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # Install what CAIS needs to build and test on Debian 12, only what is missing.
-# Usage: scripts/install-deps.sh [--fuzz]   (as root; --fuzz adds clang for libFuzzer)
+# Usage: scripts/install-deps.sh [--fuzz] [--bench]
+#   (as root; --fuzz adds clang for libFuzzer; --bench adds OpenMPI, the
+#   end-to-end benchmark's baseline, and gnuplot for the benchmarks' plots)
 set -euo pipefail
 
 pkgs=(build-essential meson ninja-build pkg-config python3
 	dpdk-dev libdpdk-dev libnuma-dev libjansson-dev libcmocka-dev libssl-dev libsqlite3-dev
 	iproute2 ethtool iputils-ping procps kmod nftables)
-if [ "${1:-}" = "--fuzz" ]; then
-	pkgs+=(clang llvm libclang-rt-14-dev)
-fi
+for a in "$@"; do
+	case "$a" in
+	--fuzz) pkgs+=(clang llvm libclang-rt-14-dev) ;;
+	--bench) pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox) ;;
+	-h | --help)
+		sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "install-deps: unknown argument '$a' (--fuzz, --bench)" >&2
+		exit 2
+		;;
+	esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

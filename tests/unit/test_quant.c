@@ -340,6 +340,29 @@ setup_avx2(void **state)
 	return impl == NULL ? -1 : 0;
 }
 
+static int
+setup_avx512(void **state)
+{
+	(void)state;
+	impl = cais_quant_avx512();
+	return impl == NULL ? -1 : 0;
+}
+
+/* The vector implementations this CPU has (NULL-terminated). */
+static const struct cais_quant_ops *const *
+vector_impls(void)
+{
+	static const struct cais_quant_ops *v[3];
+	int n = 0;
+
+	if (cais_quant_avx2() != NULL)
+		v[n++] = cais_quant_avx2();
+	if (cais_quant_avx512() != NULL)
+		v[n++] = cais_quant_avx512();
+	v[n] = NULL;
+	return v;
+}
+
 /* ------------------------------------------------------------------ tests */
 
 static void
@@ -347,14 +370,21 @@ test_selection(void **state)
 {
 	(void)state;
 	const struct cais_quant_ops *a = cais_quant_avx2(), *b = cais_quant_best();
+	const struct cais_quant_ops *w = cais_quant_avx512();
 
 	assert_string_equal(cais_quant_scalar.name, "scalar");
 	assert_non_null(b);
-	assert_ptr_equal(b, a != NULL ? a : &cais_quant_scalar);
+	assert_ptr_equal(b, w != NULL ? w : a != NULL ? a : &cais_quant_scalar);
 	if (a != NULL)
 		assert_string_equal(a->name, "avx2");
 	else
 		print_message("AVX2/F16C not available: only the scalar path is tested\n");
+	if (w != NULL) {
+		assert_non_null(a); /* AVX-512's implementation is AVX2's but for encode */
+		assert_string_equal(w->name, "avx512");
+	} else {
+		print_message("AVX-512 not available: its encoders are not tested\n");
+	}
 }
 
 /* The scalar value and the wire format of a few known values. */
@@ -1231,30 +1261,31 @@ static void
 test_avx2_equals_scalar(void **state)
 {
 	(void)state;
-	const struct cais_quant_ops *v = cais_quant_avx2();
+	const struct cais_quant_ops *const *vs = vector_impls();
 
-	if (v == NULL)
+	if (vs[0] == NULL)
 		skip();
-	impl = v;
-	for (size_t n = 0; n <= 70; n++)
-		for (size_t off = 0; off < 4; off++)
-			compare_one(v, n, off);
-	static const size_t large[] = {1000, 2048, 4099, 65536 + 5, 1 << 20};
+	for (; *vs != NULL; vs++) {
+		const struct cais_quant_ops *v = *vs;
 
-	for (size_t i = 0; i < sizeof(large) / sizeof(large[0]); i++)
-		compare_one(v, large[i], 1 + i % 3);
+		impl = v;
+		for (size_t n = 0; n <= 70; n++)
+			for (size_t off = 0; off < 4; off++)
+				compare_one(v, n, off);
+		static const size_t large[] = {1000, 2048, 4099, 65536 + 5, 1 << 20};
+
+		for (size_t i = 0; i < sizeof(large) / sizeof(large[0]); i++)
+			compare_one(v, large[i], 1 + i % 3);
+	}
 }
 
 /* AVX2's encode, decode and conversions on the 65536 patterns of bf16 and
  * fp16 and on the fp32 pattern set (the bulk functions above use random data). */
 static void
-test_avx2_patterns(void **state)
+patterns_one(const struct cais_quant_ops *v)
 {
-	(void)state;
-	const struct cais_quant_ops *v = cais_quant_avx2(), *s = &cais_quant_scalar;
+	const struct cais_quant_ops *s = &cais_quant_scalar;
 
-	if (v == NULL)
-		skip();
 	impl = v;
 	size_t n;
 	uint32_t *pat = narrow_patterns(&n);
@@ -1290,15 +1321,24 @@ test_avx2_patterns(void **state)
 	free(h);
 }
 
-/* Stochastic rounding as well: the AVX2 path draws the same numbers. */
 static void
-test_avx2_stochastic_same_stream(void **state)
+test_avx2_patterns(void **state)
 {
 	(void)state;
-	const struct cais_quant_ops *v = cais_quant_avx2(), *s = &cais_quant_scalar;
+	const struct cais_quant_ops *const *vs = vector_impls();
 
-	if (v == NULL)
+	if (vs[0] == NULL)
 		skip();
+	for (; *vs != NULL; vs++)
+		patterns_one(*vs);
+}
+
+/* Stochastic rounding as well: the AVX2 path draws the same numbers. */
+static void
+stochastic_same_stream_one(const struct cais_quant_ops *v)
+{
+	const struct cais_quant_ops *s = &cais_quant_scalar;
+
 	impl = v;
 	enum { N = 100003 };
 	float *f = malloc(N * 4);
@@ -1323,6 +1363,18 @@ test_avx2_stochastic_same_stream(void **state)
 	free(f);
 	free(w1);
 	free(w2);
+}
+
+static void
+test_avx2_stochastic_same_stream(void **state)
+{
+	(void)state;
+	const struct cais_quant_ops *const *vs = vector_impls();
+
+	if (vs[0] == NULL)
+		skip();
+	for (; *vs != NULL; vs++)
+		stochastic_same_stream_one(*vs);
 }
 
 #define IMPL_TESTS                                                                                 \
@@ -1352,6 +1404,10 @@ main(void)
 		rc |= cmocka_run_group_tests_name("quant_avx2", per_impl, setup_avx2, NULL);
 	else
 		print_message("AVX2/F16C not available: group quant_avx2 skipped\n");
+	if (cais_quant_avx512() != NULL)
+		rc |= cmocka_run_group_tests_name("quant_avx512", per_impl, setup_avx512, NULL);
+	else
+		print_message("AVX-512 not available: group quant_avx512 skipped\n");
 	rc |= cmocka_run_group_tests_name("quant_compare", common, NULL, NULL);
 	return rc;
 }

@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bench_pipeline: the switch's pipeline on one lcore, without the kernel.
+ *
+ * Synthetic n-worker DATA streams: pre-built mbufs of every rank's chunks,
+ * seq after seq, run through dp_lcore_input() + dp_lcore_flush() exactly as
+ * the poll loop does (RESULT generation included: one payload, n headers);
+ * the TX hook frees what the switch sends, as a PMD does after transmission.
+ * Refilling the mbufs between batches is not timed (a NIC writes them).
+ * In the same run, two baselines on the same packets:
+ *   io      plain forwarding: the burst goes straight to the TX hook
+ *   kernel  the bare register action: each payload added into a 64-bit
+ *           accumulator array as large as the session's slot arrays (the
+ *           memory-bound limit of one core for this work)
+ * Prints a testpmd-like table and writes CSV.
+ *
+ *   bench_pipeline [--elems 64,256,1024,2048] [--ranks 2,4,8,16] [--seconds S]
+ *                  [--csv FILE] [--quick]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include "dp_switch.h"
+#include "../tests/common/frames.h"
+
+#define BATCH	 4096 /* mbufs prepared per timed batch */
+#define SLOTS	 1024 /* the session's pool: rounds in flight in the slot arrays */
+#define MAX_LIST 16
+
+struct tx_count {
+	uint64_t pkts, bytes;
+	int64_t expect; /* RESULT payload[1]: the sum of every rank's element 1 */
+	bool check;	/* sample what is sent (the pipeline's RESULTs) */
+	uint64_t checked, bad;
+};
+
+static uint16_t
+tx_free(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct tx_count *t = ctx;
+
+	(void)port;
+	(void)queue;
+	for (uint16_t i = 0; i < n; i++) {
+		t->bytes += pkts[i]->pkt_len;
+		if (t->check && ((t->pkts + i) & 1023) == 0) { /* a sample: is it the sum? */
+			struct cais_hdr hb;
+			int32_t vb;
+			const struct cais_hdr *h =
+			    rte_pktmbuf_read(pkts[i], CAIS_FRAME_HDR_OFF, sizeof(hb), &hb);
+			const int32_t *v =
+			    rte_pktmbuf_read(pkts[i], CAIS_FRAME_OVERHEAD + 4, 4, &vb);
+
+			t->checked++;
+			if (!h || !v || cais_hdr_type(h) != CAIS_TYPE_RESULT ||
+			    (int32_t)ntohl((uint32_t)*v) != t->expect)
+				t->bad++;
+		}
+	}
+	t->pkts += n;
+	rte_pktmbuf_free_bulk(pkts, n);
+	return n;
+}
+
+static struct tf_end agg, host[16];
+
+static void
+addresses(void)
+{
+	static const uint8_t m[6] = {0x02, 0xaa, 0, 0, 0, 0xfe};
+
+	memcpy(agg.mac, m, 6);
+	agg.ip = htonl(0x0A0000FE);
+	agg.port = CAIS_UDP_PORT;
+	for (unsigned int r = 0; r < 16; r++) {
+		uint8_t hm[6] = {0x02, 0, 0, 0, 0, (uint8_t)(r + 1)};
+
+		memcpy(host[r].mac, hm, 6);
+		host[r].ip = htonl(0x0A000001 + r);
+		host[r].port = (uint16_t)(40000 + r);
+	}
+}
+
+static void
+eal(void)
+{
+	char prefix[64];
+	char *argv[] = {"bench_pipeline",
+			"--no-huge",
+			"-m",
+			"1536",
+			"--no-pci",
+			"--no-shconf",
+			"--no-telemetry",
+			prefix,
+			"--log-level=error",
+			"-l",
+			"0",
+			NULL};
+
+	snprintf(prefix, sizeof(prefix), "--file-prefix=cais-bench-%d", (int)getpid());
+	if (rte_eal_init((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv) < 0) {
+		fprintf(stderr, "bench_pipeline: EAL: %s\n", rte_strerror(rte_errno));
+		exit(1);
+	}
+}
+
+struct setup {
+	struct dp_switch *sw;
+	struct rte_mempool *in;
+	struct tx_count tx;
+	unsigned int n, e;
+	uint8_t tmpl[16][CAIS_FRAME_OVERHEAD + 4 * CAIS_MAX_ELEMS];
+	size_t len;
+};
+
+static int
+ctl(struct dp_switch *sw, const char *json)
+{
+	struct ctl_ops ops;
+	struct ctl_err err;
+	json_t *req = json_loads(json, 0, NULL), *res = NULL;
+	int rc;
+
+	dp_switch_ctl_ops(sw, &ops);
+	rc = ctl_dispatch(&ops, req, &res, &err);
+	if (rc)
+		fprintf(stderr, "bench_pipeline: %s: %s\n", json, err.msg);
+	json_decref(req);
+	json_decref(res);
+	return rc;
+}
+
+static int
+setup(struct setup *s, unsigned int n, unsigned int e, unsigned int id)
+{
+	struct dp_switch_conf c = {0};
+	char name[32], json[4096];
+	int k;
+
+	memset(s, 0, offsetof(struct setup, tmpl));
+	s->n = n;
+	s->e = e;
+	snprintf(name, sizeof(name), "b%u", id);
+	c.agg_enabled = true;
+	c.agg_ip = agg.ip;
+	memcpy(c.agg_mac.addr_bytes, agg.mac, 6);
+	c.udp_port = CAIS_UDP_PORT;
+	c.n_ports = (uint16_t)n;
+	c.n_lcores = 1;
+	c.mbufs = 2048;
+	c.hdr_mbufs = 16384;
+	c.socket = SOCKET_ID_ANY;
+	c.name = name;
+	c.tx = tx_free;
+	c.tx_ctx = &s->tx;
+	s->sw = dp_switch_create(&c);
+	snprintf(name, sizeof(name), "b%u_in", id);
+	s->in = rte_pktmbuf_pool_create(
+	    name, 2 * BATCH, 256, 0,
+	    (uint16_t)(RTE_PKTMBUF_HEADROOM + CAIS_FRAME_OVERHEAD + 4 * CAIS_MAX_ELEMS),
+	    SOCKET_ID_ANY);
+	if (!s->sw || !s->in) {
+		fprintf(stderr, "bench_pipeline: set-up: %s\n", rte_strerror(rte_errno));
+		return -1;
+	}
+	k = snprintf(json, sizeof(json),
+		     "{\"cmd\":\"session.add\",\"args\":{\"tenant\":1,\"session\":1,\"n\":%u,"
+		     "\"slots\":%u,\"elems_per_packet\":%u,\"members\":[",
+		     n, SLOTS, e);
+	for (unsigned int r = 0; r < n; r++)
+		k += snprintf(json + k, sizeof(json) - (size_t)k,
+			      "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
+			      "\"port\":%u}",
+			      r ? "," : "", r, r + 1, r + 1, 40000 + r);
+	snprintf(json + k, sizeof(json) - (size_t)k, "]}}");
+	if (ctl(s->sw, json) ||
+	    ctl(s->sw, "{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":1,"
+		       "\"op\":\"sum\",\"scale\":1024}}"))
+		return -1;
+	for (unsigned int r = 0; r < n; r++) {
+		struct cais_fields f;
+		int32_t v[CAIS_MAX_ELEMS];
+
+		for (unsigned int i = 0; i < e; i++)
+			v[i] = (int32_t)(r * 1000 + i);
+		cais_data_fields(&f, 1, 1, 1, 0, SLOTS, (uint8_t)r, (uint16_t)e);
+		s->len = tf_cais_frame(s->tmpl[r], &host[r], &agg, &f, v, e);
+	}
+	return 0;
+}
+
+static void
+teardown(struct setup *s)
+{
+	dp_switch_free(s->sw);
+	rte_mempool_free(s->in);
+}
+
+/* BATCH mbufs: rounds seq0.. in order, every rank's chunk of a round in a row. */
+static void
+refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
+{
+	unsigned int rounds = BATCH / s->n;
+
+	if (rte_pktmbuf_alloc_bulk(s->in, m, rounds * s->n) != 0) {
+		fprintf(stderr, "bench_pipeline: input pool empty\n");
+		exit(1);
+	}
+	for (unsigned int q = 0; q < rounds; q++)
+		for (unsigned int r = 0; r < s->n; r++) {
+			struct rte_mbuf *b = m[q * s->n + r];
+			uint8_t *p = (uint8_t *)rte_pktmbuf_append(b, (uint16_t)s->len);
+			struct cais_hdr *h = (struct cais_hdr *)(p + CAIS_FRAME_HDR_OFF);
+			uint32_t seq = seq0 + q;
+
+			memcpy(p, s->tmpl[r], s->len);
+			h->seq = htonl(seq);
+			h->slot = htons(cais_slot_field(seq, SLOTS));
+			b->port = (uint16_t)r;
+		}
+}
+
+enum mode { M_PIPELINE, M_IO, M_KERNEL };
+
+struct result {
+	double mpps; /* DATA packets per second, millions */
+	double gbps; /* DATA payload per second, Gb/s */
+	uint64_t pkts;
+	uint64_t results;      /* RESULT copies sent (pipeline) */
+	uint64_t checked, bad; /* sampled RESULTs, and those not the right sum */
+};
+
+static int64_t
+    acc_store[SLOTS * 2 * CAIS_MAX_ELEMS]; /* laid out as the switch's: (slot, set) x elems */
+
+/* One timed batch of BATCH packets in one mode; @return its TSC cycles. */
+static uint64_t
+batch(struct setup *s, enum mode mode, uint32_t *seq)
+{
+	struct rte_mbuf *m[BATCH];
+	struct dp_lcore *lc = &s->sw->lcores[0];
+	const struct dp_agg_kernels *k = dp_agg_best();
+	unsigned int per = (BATCH / s->n) * s->n;
+	uint64_t t0, dt;
+
+	refill(s, m, *seq);
+	t0 = rte_rdtsc();
+	if (mode == M_PIPELINE) {
+		for (unsigned int i = 0; i < per; i += DP_BURST) {
+			uint16_t nb = (uint16_t)(per - i < DP_BURST ? per - i : DP_BURST);
+
+			dp_lcore_input(lc, m + i, nb);
+			dp_lcore_flush(lc);
+		}
+	} else if (mode == M_IO) {
+		for (unsigned int i = 0; i < per; i += DP_BURST) {
+			uint16_t nb = (uint16_t)(per - i < DP_BURST ? per - i : DP_BURST);
+
+			tx_free(&s->tx, 0, 0, m + i, nb);
+		}
+	} else {
+		for (unsigned int i = 0; i < per; i++) {
+			const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);
+			uint32_t q = *seq + i / s->n;
+			int64_t *acc = acc_store + ((q % SLOTS) * 2 + (q / SLOTS) % 2) * s->e;
+
+			if (i % s->n == 0)
+				k->load(acc, p + CAIS_FRAME_OVERHEAD, s->e);
+			else
+				k->sum(acc, p + CAIS_FRAME_OVERHEAD, s->e);
+		}
+	}
+	dt = rte_rdtsc() - t0;
+	if (mode == M_KERNEL)
+		rte_pktmbuf_free_bulk(m, per); /* not timed: the kernel has no packets */
+	*seq += per / s->n;
+	return dt;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+#define MAX_BATCHES 8192
+
+/*
+ * The modes in want[], batch after batch in turn (so that whatever else the
+ * machine does slows them alike), until each has run for `seconds`; a mode's
+ * rate is the median batch's (robust to preemption).
+ */
+static void
+run(struct setup *s, const bool want[3], double seconds, struct result out[3])
+{
+	static uint32_t seq = 1; /* continues across runs: the slots never see an old seq */
+	static uint64_t samples[3][MAX_BATCHES];
+	unsigned int nb[3] = {0, 0, 0}, per = (BATCH / s->n) * s->n;
+	uint64_t spent[3] = {0, 0, 0}, budget = (uint64_t)(seconds * (double)rte_get_tsc_hz());
+	bool more = true;
+
+	memset(out, 0, 3 * sizeof(*out));
+	s->tx.expect = (int64_t)(1000 * s->n * (s->n - 1) / 2 + s->n);
+	s->tx.checked = s->tx.bad = 0;
+	while (more) {
+		more = false;
+		for (int md = 0; md < 3; md++) {
+			uint64_t tx0 = s->tx.pkts, dt;
+
+			if (!want[md] || spent[md] >= budget || nb[md] == MAX_BATCHES)
+				continue;
+			s->tx.check = md == M_PIPELINE;
+			dt = batch(s, (enum mode)md, &seq);
+			spent[md] += dt;
+			samples[md][nb[md]++] = dt;
+			out[md].pkts += per;
+			if (md == M_PIPELINE)
+				out[md].results += s->tx.pkts - tx0;
+			more = true;
+		}
+	}
+	for (int md = 0; md < 3; md++) {
+		if (!nb[md])
+			continue;
+		qsort(samples[md], nb[md], sizeof(uint64_t), cmp_u64);
+		out[md].mpps = (double)per /
+			       ((double)samples[md][nb[md] / 2] / (double)rte_get_tsc_hz()) / 1e6;
+		out[md].gbps = out[md].mpps * 1e6 * s->e * 4 * 8 / 1e9;
+	}
+	out[M_PIPELINE].checked = s->tx.checked;
+	out[M_PIPELINE].bad = s->tx.bad;
+}
+
+static unsigned int
+parse_list(const char *s, unsigned int *out)
+{
+	unsigned int n = 0;
+	char *copy = strdup(s), *save = NULL;
+
+	for (char *t = strtok_r(copy, ",", &save); t && n < MAX_LIST;
+	     t = strtok_r(NULL, ",", &save))
+		out[n++] = (unsigned int)strtoul(t, NULL, 10);
+	free(copy);
+	return n;
+}
+
+static void
+usage(void)
+{
+	printf("Usage: bench_pipeline [--elems LIST] [--ranks LIST] [--seconds S] [--csv FILE]\n"
+	       "                      [--quick]\n"
+	       "The switch's pipeline on one lcore (dp_lcore_input + flush, RESULT generation\n"
+	       "included) against plain forwarding of the same packets and the bare add kernel\n"
+	       "(the memory-bound limit): Mpps, payload Gb/s and pipeline/kernel for every\n"
+	       "elements-per-packet x ranks. Defaults: --elems 64,256,1024,2048 --ranks\n"
+	       "2,4,8,16 --seconds 0.3; --quick: 256,2048 x 4 for 0.02 s (a smoke run).\n"
+	       "--only pipeline|io|kernel runs that mode alone (to profile it: perf record).\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"elems", required_argument, NULL, 'e'},   {"ranks", required_argument, NULL, 'n'},
+	    {"seconds", required_argument, NULL, 's'}, {"csv", required_argument, NULL, 'c'},
+	    {"quick", no_argument, NULL, 'q'},	       {"only", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0}};
+	unsigned int elems[MAX_LIST] = {64, 256, 1024, 2048}, ranks[MAX_LIST] = {2, 4, 8, 16};
+	unsigned int ne = 4, nr = 4, id = 0;
+	double seconds = 0.3;
+	int only = -1;
+	const char *csv_path = NULL;
+	FILE *csv = NULL;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (o) {
+		case 'e':
+			ne = parse_list(optarg, elems);
+			break;
+		case 'n':
+			nr = parse_list(optarg, ranks);
+			break;
+		case 's':
+			seconds = strtod(optarg, NULL);
+			break;
+		case 'c':
+			csv_path = optarg;
+			break;
+		case 'o':
+			if (!strcmp(optarg, "pipeline"))
+				only = M_PIPELINE;
+			else if (!strcmp(optarg, "io"))
+				only = M_IO;
+			else if (!strcmp(optarg, "kernel"))
+				only = M_KERNEL;
+			else {
+				fprintf(stderr, "bench_pipeline: --only pipeline|io|kernel\n");
+				return 2;
+			}
+			break;
+		case 'q':
+			elems[0] = 256;
+			elems[1] = 2048;
+			ne = 2;
+			ranks[0] = 4;
+			nr = 1;
+			seconds = 0.02;
+			break;
+		case 'h':
+			usage();
+			return 0;
+		default:
+			usage();
+			return 2;
+		}
+	}
+	for (unsigned int i = 0; i < ne; i++)
+		if (elems[i] < 1 || elems[i] > CAIS_MAX_ELEMS) {
+			fprintf(stderr, "bench_pipeline: --elems %u: 1..%u\n", elems[i],
+				CAIS_MAX_ELEMS);
+			return 2;
+		}
+	for (unsigned int i = 0; i < nr; i++)
+		if (ranks[i] < 1 || ranks[i] > 16) {
+			fprintf(stderr, "bench_pipeline: --ranks %u: 1..16\n", ranks[i]);
+			return 2;
+		}
+	if (!(seconds > 0)) {
+		fprintf(stderr, "bench_pipeline: --seconds must be > 0\n");
+		return 2;
+	}
+	addresses();
+	eal();
+	memset(acc_store, 0, sizeof(acc_store)); /* faulted in before any timing */
+	if (csv_path && !(csv = fopen(csv_path, "w"))) {
+		perror(csv_path);
+		return 1;
+	}
+	if (csv)
+		fprintf(csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
+			     "kernel_gbps,pipeline_vs_kernel,pipeline_vs_io,results_per_round\n");
+	printf(
+	    "\n  ---------------- cais-switch pipeline, one lcore (%s kernels) ----------------\n",
+	    dp_agg_best()->name);
+	printf("  %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s\n", "elems", "ranks", "pipe Mpps",
+	       "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s", "pipe/krn", "pipe/io");
+	for (unsigned int a = 0; a < ne; a++)
+		for (unsigned int b = 0; b < nr; b++) {
+			struct setup *s = calloc(1, sizeof(*s));
+			struct result p, io, kr, res[3];
+			static const bool all[3] = {true, true, true},
+					  warm[3] = {true, false, true};
+
+			if (!s || setup(s, ranks[b], elems[a], id++) != 0)
+				return 1;
+			/* warm: every slot's accumulator faulted in, MAC table, caches */
+			run(s, warm, seconds / 4, res);
+			if (only >= 0) { /* one mode alone, for a profiler */
+				bool one[3] = {false, false, false};
+
+				one[only] = true;
+				run(s, one, seconds, res);
+				printf("  %5u %5u | %s %.2f Mpps\n", elems[a], ranks[b],
+				       only == M_PIPELINE ? "pipeline"
+				       : only == M_IO	  ? "io"
+							  : "kernel",
+				       res[only].mpps);
+				teardown(s);
+				free(s);
+				continue;
+			}
+			run(s, all, seconds, res);
+			p = res[M_PIPELINE];
+			io = res[M_IO];
+			kr = res[M_KERNEL];
+			printf("  %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f\n",
+			       elems[a], ranks[b], p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps,
+			       p.mpps / kr.mpps, p.mpps / io.mpps);
+			if (csv)
+				fprintf(csv, "%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f\n",
+					elems[a], ranks[b], p.mpps, p.gbps, io.mpps, kr.mpps,
+					kr.gbps, p.mpps / kr.mpps, p.mpps / io.mpps,
+					(double)p.results / ((double)p.pkts / ranks[b]));
+			fflush(stdout);
+			if (p.results != p.pkts || p.bad || !p.checked) {
+				fprintf(stderr,
+					"bench_pipeline: wrong output: %" PRIu64
+					" RESULTs for %" PRIu64 " DATA (want equal), %" PRIu64
+					" of %" PRIu64 " sampled RESULTs not the sum\n",
+					p.results, p.pkts, p.bad, p.checked);
+				return 1;
+			}
+			teardown(s);
+			free(s);
+		}
+	printf("  (Mpps: DATA packets in per second; Gb/s: their payload; pipe: parse, match,\n"
+	       "   action, RESULT to every member; io: the same packets forwarded as they are;\n"
+	       "   kern: the payloads added into the slot arrays and nothing else)\n");
+	if (csv)
+		fclose(csv);
+	rte_eal_cleanup();
+	return 0;
+}
