@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * libnccl-net-cais.so internals: one network device (the interface that
+ * carries the data network), the configuration read from the environment,
+ * logging through NCCL's logger, and the three parts that share them:
+ *  - net.c:   ncclNet, a TCP transport for NCCL's point-to-point traffic;
+ *  - coll.c:  ncclCollNet, all-reduce through libcais and the switch;
+ *  - tuner.c: an NCCL tuner that sends all-reduces at or above the offload
+ *             threshold to CollNet and the rest to NCCL's own algorithms.
+ * Only the versioned tables are exported (nccl.map).
+ */
+#ifndef CAIS_NCCL_PLUGIN_H
+#define CAIS_NCCL_PLUGIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include "nccl_abi.h"
+
+/** The name NCCL shows for the plugin's tables (and NCCL_NET=CAIS would select). */
+#define NP_NAME		  "CAIS"
+/** Default data port of a rank in static mode: what the switch's session lists. */
+#define NP_DEFAULT_PORT	  47000
+/** Default pool size S: DESIGN.md's 128 slots per session. */
+#define NP_DEFAULT_SLOTS  128u
+/** Largest elements per packet: a 9000-byte MTU (PROTOCOL.md section 2). */
+#define NP_MAX_ELEMS	  2048u
+/** Reported link speed when the interface does not say (veth): 10 Gb/s. */
+#define NP_DEFAULT_SPEED  10000
+/** Largest isend/irecv and CollNet operation NCCL may hand over. */
+#define NP_MAX_P2P_BYTES  (1ull << 30)
+#define NP_MAX_COLL_BYTES (512ull << 20)
+/** Seqs per second of the time-derived first seq of static mode (see coll.c). */
+#define NP_SEQ_PER_SEC	  (1u << 18)
+
+/** Only the versioned tables leave the library (nccl.map says the same). */
+#define NP_EXPORT __attribute__((visibility("default")))
+
+/** The plugin's one device. */
+struct np_dev {
+	char name[IF_NAMESIZE]; /**< interface name: also NCCL's name for the device */
+	char *pci_path;		/**< realpath of /sys/class/net/<if>/device, or NULL */
+	struct in_addr addr;	/**< its IPv4 address */
+	int mtu;
+	int speed; /**< Mb/s */
+	uint64_t guid;
+};
+
+/** Settings from the environment (docs/NCCL.md lists them). */
+struct np_conf {
+	bool have_switch;	  /**< CAIS_SWITCH: static mode */
+	struct sockaddr_in sw;	  /**< the aggregator */
+	const char *manager;	  /**< CAIS_MANAGER: managed mode (wins over static) */
+	const char *key_file;	  /**< CAIS_MANAGER_KEY */
+	const char *tenant_name;  /**< CAIS_TENANT_NAME (managed) */
+	uint16_t tenant, session; /**< CAIS_TENANT, CAIS_SESSION (static) */
+	uint32_t tensor_sum, tensor_max, tensor_min; /**< CAIS_TENSOR_SUM/MAX/MIN */
+	uint32_t slots;				     /**< CAIS_SLOTS */
+	uint16_t elems; /**< CAIS_ELEMS; default from the interface's MTU */
+	double scale;	/**< CAIS_SCALE */
+	uint16_t port;	/**< CAIS_PORT; 0: any free port (managed mode's default) */
+	bool have_first_seq;
+	uint32_t first_seq;   /**< CAIS_FIRST_SEQ */
+	uint64_t threshold;   /**< CAIS_THRESHOLD: the tuner's offload threshold (bytes) */
+	uint32_t timeout_ms;  /**< CAIS_TIMEOUT_MS */
+	uint32_t retries;     /**< CAIS_RETRIES */
+	uint32_t retx_us;     /**< CAIS_RETX_US */
+	uint32_t check_every; /**< CAIS_CHECK_EVERY */
+};
+
+/**
+ * Once per process: read the environment, find the device. Later calls
+ * only update the logger (a NULL logger keeps the one there is).
+ * @return ncclSuccess; ncclSystemError when no usable interface exists
+ */
+ncclResult_t np_setup(ncclDebugLogger_t logger);
+const struct np_dev *np_device(void);
+const struct np_conf *np_conf(void);
+/** Is CollNet configured (CAIS_SWITCH or CAIS_MANAGER)? */
+bool np_coll_enabled(void);
+/** The device's properties in the newest layout; older ones are copied from it. */
+void np_props(ncclNetProperties_v11_t *p, bool coll);
+
+void np_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define NP_WARN(...)	    np_log(NCCL_LOG_WARN, NCCL_ALL_FLAGS, __FILE__, __LINE__, __VA_ARGS__)
+#define NP_INFO(flags, ...) np_log(NCCL_LOG_INFO, (flags), __FILE__, __LINE__, __VA_ARGS__)
+#define NCCL_ALL_FLAGS	    (~0ul)
+
+/** Copy the v11 properties into an older layout. */
+void np_props_v6(const ncclNetProperties_v11_t *p, ncclNetProperties_v6_t *o);
+void np_props_v7(const ncclNetProperties_v11_t *p, ncclNetProperties_v7_t *o);
+void np_props_v8(const ncclNetProperties_v11_t *p, ncclNetProperties_v8_t *o);
+void np_props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o);
+
+#endif /* CAIS_NCCL_PLUGIN_H */
