@@ -12,14 +12,15 @@
 
 /**
  * Software prefetch distances of the RX loop, in packets (as DPDK's l3fwd):
- * the mbuf header of packet i + 4 and the frame of packet i + 2 (its first
+ * the mbuf header of packet i + 8 and the frame of packet i + 4 (its first
  * DP_PREFETCH_BYTES, enough for the hardware prefetcher to take over the
  * rest of a payload) are requested while packet i is processed, so the
- * pipeline does not stall on the misses a NIC's DMA leaves it.
+ * pipeline does not stall on the misses a NIC's DMA leaves it. Measured
+ * with bench_pipeline (4/2/512 and 12/6/2048 within noise of these).
  */
-#define DP_PREFETCH_MBUF  4
-#define DP_PREFETCH_FRAME 2
-#define DP_PREFETCH_BYTES 512
+#define DP_PREFETCH_MBUF  8
+#define DP_PREFETCH_FRAME 4
+#define DP_PREFETCH_BYTES 1024
 
 /** Packets a TX buffer holds before it is flushed: a burst of RESULTs (n per round) fits. */
 #define DP_TX_BUF 64

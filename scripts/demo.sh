@@ -14,6 +14,8 @@ set -euo pipefail
 
 PROG=${0##*/}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
 
 HOSTS=4
 MIN_BYTES=128K
@@ -150,7 +152,7 @@ human() { # bytes -> 128K, 64M
 }
 
 WORK=""
-SW_PID=""
+CB_SW_PID=""
 HOST_PIDS=()
 PREFIX="cais-demo-$$"
 TB_UP=0
@@ -162,15 +164,7 @@ cleanup() {
 	for p in "${HOST_PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null
 	done
-	if [ -n "$SW_PID" ] && kill -0 "$SW_PID" 2>/dev/null; then
-		kill -INT "$SW_PID" 2>/dev/null
-		for _ in $(seq 1 50); do
-			kill -0 "$SW_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$SW_PID" 2>/dev/null
-		wait "$SW_PID" 2>/dev/null
-	fi
+	cb_switch_stop 5
 	for p in "${HOST_PIDS[@]}"; do
 		wait "$p" 2>/dev/null
 	done
@@ -242,35 +236,19 @@ eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
 say "    data $TB_DATA_NET (aggregator $TB_AGG_IP), management $TB_MGMT_NET"
 
 # ---- 4. the switch: one session of every host ----
-members=""
-PEERS=""
-for ((i = 1; i <= HOSTS; i++)); do
-	ip=$(eval "echo \$TB_IP_$i")
-	members+="${members:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$ip\", \"port\": $PORT}"
-	PEERS+="${PEERS:+,}$ip:$PORT"
-done
+cb_members "$HOSTS" "$PORT"
+PEERS=$CB_PEERS
 cat >"$WORK/config.json" <<EOF
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $HOSTS, "slots": $SLOTS,
-    "elems_per_packet": $ELEMS, "priority": 0, "members": [$members]}},
+    "elems_per_packet": $ELEMS, "priority": 0, "members": [$CB_MEMBERS]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}}
 ]
 EOF
-VDEVS=()
-for ((i = 1; i <= HOSTS; i++)); do
-	VDEVS+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
-done
 say "4/5 cais-switch: $HOSTS af_packet ports, aggregator $TB_AGG_IP, session 1/1 (n $HOSTS, S $SLOTS, E $ELEMS), tensor 1 sum"
-"$SWITCH" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$PREFIX" -l 0 "${VDEVS[@]}" \
-	-- --agg-ip "$TB_AGG_IP" --config "$WORK/config.json" --stats-period 0 >"$WORK/switch.log" 2>&1 &
-SW_PID=$!
-for _ in $(seq 1 300); do
-	grep -q "running" "$WORK/switch.log" && break
-	kill -0 "$SW_PID" 2>/dev/null || fail "cais-switch exited during start"
-	sleep 0.1
-done
-grep -q "running" "$WORK/switch.log" || fail "cais-switch did not start within 30 s"
-say "    running (pid $SW_PID): $(grep -o 'applied .*' "$WORK/switch.log" | sed "s|$WORK/||")"
+cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.log" "$HOSTS" --config "$WORK/config.json" \
+	--stats-period 0 || fail "cais-switch did not start"
+say "    running (pid $CB_SW_PID): $(grep -o 'applied .*' "$WORK/switch.log" | sed "s|$WORK/||")"
 
 # ---- 5. the workload ----
 say "5/5 workload: $((WARMUP + STEPS)) steps ($WARMUP warm-up) of ${#SIZES[@]} all-reduces each," \
@@ -320,7 +298,7 @@ run_hosts() {
 	[ $ok -eq 1 ] || fail "$label: a host failed (logs in $WORK)"
 	say "      $label: done in $(($(date +%s) - t_start)) s; $(grep -h -o 'checked=[0-9]*' "$WORK/$label".h*.log |
 		cut -d= -f2 | awk '{ s += $1 } END { print s }') elements checked on $HOSTS hosts, 0 wrong"
-	kill -0 "$SW_PID" 2>/dev/null || fail "cais-switch died"
+	kill -0 "$CB_SW_PID" 2>/dev/null || fail "cais-switch died"
 }
 for dt in "${DTYPE_LIST[@]}"; do
 	say "    $dt in-network (--path auto, threshold 0: the agent falls back to the ring only where it must)"
@@ -330,14 +308,9 @@ for dt in "${DTYPE_LIST[@]}"; do
 done
 
 # ---- the switch's final counters ----
-kill -INT "$SW_PID"
-for _ in $(seq 1 100); do
-	kill -0 "$SW_PID" 2>/dev/null || break
-	sleep 0.1
-done
-kill -0 "$SW_PID" 2>/dev/null && fail "cais-switch did not stop within 10 s of SIGINT"
-wait "$SW_PID" && SW_RC=0 || SW_RC=$?
-SW_PID=""
+cb_switch_stop 10
+SW_RC=$CB_SW_RC
+[ "$SW_RC" -ne 137 ] || fail "cais-switch did not stop within 10 s of SIGINT"
 
 # ---- the table ----
 # a size's line of a host's log: bytes count type op path time algbw busbw retx wrong maxrel

@@ -11,8 +11,9 @@ usage() {
 Usage: $0 [--fuzz-seconds N] [--no-install] [--help]
 
 Stages: install dependencies, build (build/), meson test (unit + integration),
-unit tests under ASan/UBSan (build-asan/), libFuzzer target for N seconds
-(build-fuzz/, default 60). A summary with each stage's time comes at the end.
+every benchmark's smoke run (bench/run.sh --quick: they work and are right; no
+speed is checked), unit tests under ASan/UBSan (build-asan/), libFuzzer targets
+for N seconds each (build-fuzz/, default 60). A summary with each stage's time comes at the end.
 USAGE
 }
 
@@ -54,10 +55,11 @@ setup_build() { # dir [meson options...]
 }
 
 if [ $install -eq 1 ]; then
-	stage "install dependencies" ./scripts/install-deps.sh --fuzz || exit 1
+	stage "install dependencies" ./scripts/install-deps.sh --fuzz --bench || exit 1
 fi
 stage "build" setup_build build -Dtests=enabled || exit 1
 stage "unit and integration tests" meson test -C build --print-errorlogs --num-processes 1
+stage "benchmarks, smoke run (--quick)" bench/run.sh --quick --no-deps --build build
 stage "build with ASan/UBSan" setup_build build-asan -Dtests=enabled -Dfuzz=disabled \
 	-Db_sanitize=address,undefined -Db_lundef=false &&
 	stage "unit tests under ASan/UBSan" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -42,6 +42,8 @@ set -uo pipefail
 PROG=${0##*/}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
 SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
 PERF=${CAIS_PERF:-$ROOT/build/agent/cais-allreduce-perf}
 TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
@@ -183,24 +185,9 @@ EOF
 }
 
 start_switch() {
-	local vdevs=() i
-	for ((i = 1; i <= HOSTS; i++)); do
-		vdevs+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
-	done
-	rm -rf "/var/run/dpdk/$PREFIX" 2>/dev/null || true
-	: >"$SWLOG"
-	"$SWITCH" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$PREFIX" -l 0 "${vdevs[@]}" \
-		-- --agg-ip "$TB_AGG_IP" --config "$WORK/config.json" --stats-period 0 >>"$SWLOG" 2>&1 &
-	SW_PID=$!
-	for _ in $(seq 1 300); do # 30 s
-		grep -q "running" "$SWLOG" && break
-		kill -0 "$SW_PID" 2>/dev/null || {
-			wait "$SW_PID"
-			fatal "cais-switch exited during start (status $?)"
-		}
-		sleep 0.1
-	done
-	grep -q "running" "$SWLOG" || fatal "cais-switch did not report 'running' within 30 s"
+	cb_switch_start "$SWITCH" "$PREFIX" "$SWLOG" "$HOSTS" --config "$WORK/config.json" \
+		--stats-period 0 || fatal "cais-switch did not start"
+	SW_PID=$CB_SW_PID
 }
 
 # The peers list: every host's data address, rank order.

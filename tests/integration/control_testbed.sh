@@ -29,6 +29,8 @@ set -uo pipefail
 PROG=${0##*/}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
 SWITCH=$ROOT/build/dataplane/cais-switch
 PERF=$ROOT/build/agent/cais-allreduce-perf
 MANAGER=$ROOT/build/control/manager/cais-manager
@@ -120,20 +122,9 @@ ns() { eval "echo \$TB_NS_$1"; }
 hip() { eval "echo \$TB_IP_$1"; }
 
 start_switch() {
-	local vdevs=() i
-	for ((i = 1; i <= 4; i++)); do
-		vdevs+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
-	done
-	"$SWITCH" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$PREFIX" -l 0 "${vdevs[@]}" \
-		-- --agg-ip "$TB_AGG_IP" --ctl "127.0.0.1:$CTL_PORT" --ctl-key "$WORK/switch.key" \
-		--stats-period 0 >"$SWLOG" 2>&1 &
-	SW_PID=$!
-	for _ in $(seq 1 300); do
-		grep -q running "$SWLOG" && return 0
-		kill -0 "$SW_PID" 2>/dev/null || fatal "cais-switch exited during start"
-		sleep 0.1
-	done
-	fatal "cais-switch did not start"
+	cb_switch_start "$SWITCH" "$PREFIX" "$SWLOG" 4 --ctl "127.0.0.1:$CTL_PORT" \
+		--ctl-key "$WORK/switch.key" --stats-period 0 || fatal "cais-switch did not start"
+	SW_PID=$CB_SW_PID
 }
 
 start_manager() { # extra options

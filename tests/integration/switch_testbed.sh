@@ -28,6 +28,8 @@ set -uo pipefail
 PROG=${0##*/}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
 SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
 RAWHOST=${CAIS_RAWHOST:-$ROOT/build/tests/integration/cais-rawhost}
 TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
@@ -168,23 +170,9 @@ EOF
 }
 
 start_switch() { # config prefix
-	local vdevs=() i
-	for ((i = 1; i <= HOSTS; i++)); do
-		vdevs+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
-	done
-	: >"$SWLOG"
-	"$SWITCH" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$2" -l 0 "${vdevs[@]}" \
-		-- --agg-ip "$TB_AGG_IP" --config "$1" --stats-period 0 >>"$SWLOG" 2>&1 &
-	SW_PID=$!
-	for _ in $(seq 1 300); do # 30 s
-		grep -q "running" "$SWLOG" && break
-		kill -0 "$SW_PID" 2>/dev/null || {
-			wait "$SW_PID"
-			fail "cais-switch exited during start (status $?)"
-		}
-		sleep 0.1
-	done
-	grep -q "running" "$SWLOG" || fail "cais-switch did not report 'running' within 30 s"
+	cb_switch_start "$SWITCH" "$2" "$SWLOG" "$HOSTS" --config "$1" --stats-period 0 ||
+		fail "cais-switch did not start"
+	SW_PID=$CB_SW_PID
 	say "cais-switch running (pid $SW_PID): $(grep -c 'port [0-9]*: net_af_packet' "$SWLOG") ports," \
 		"$(grep -o 'applied .*' "$SWLOG")"
 }

@@ -27,6 +27,8 @@ set -uo pipefail
 PROG=${0##*/}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
 SWITCH=${CAIS_SWITCH_BIN:-$ROOT/build/dataplane/cais-switch}
 HARNESS=${CAIS_NCCL_HARNESS:-$ROOT/build/tests/nccl/cais-nccl-harness}
 PLUGIN=${CAIS_NCCL_PLUGIN:-$ROOT/build/agent/nccl/libnccl-net-cais.so}
@@ -148,20 +150,9 @@ EOF
 }
 
 start_switch() {
-	local vdevs=() i
-	for ((i = 1; i <= HOSTS; i++)); do
-		vdevs+=("--vdev=net_af_packet$((i - 1)),iface=$(v SWIF "$i"),blocksz=16384,framesz=16384,framecnt=512")
-	done
-	rm -rf "/var/run/dpdk/$PREFIX" 2>/dev/null || true
-	"$SWITCH" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$PREFIX" -l 0 "${vdevs[@]}" \
-		-- --agg-ip "$TB_AGG_IP" --config "$WORK/config.json" --stats-period 0 >"$SWLOG" 2>&1 &
-	SW_PID=$!
-	for _ in $(seq 1 300); do
-		grep -q "running" "$SWLOG" && return 0
-		kill -0 "$SW_PID" 2>/dev/null || fatal "cais-switch exited during start"
-		sleep 0.1
-	done
-	fatal "cais-switch did not report 'running' within 30 s"
+	cb_switch_start "$SWITCH" "$PREFIX" "$SWLOG" "$HOSTS" --config "$WORK/config.json" \
+		--stats-period 0 || fatal "cais-switch did not start"
+	SW_PID=$CB_SW_PID
 }
 
 # run_all LABEL TIMEOUT [harness args]: every host at once; sets RUN_OK, RUN_S

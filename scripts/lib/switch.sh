@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# shellcheck shell=bash
+#
+# Sourced by the scripts that run cais-switch on the namespace testbed
+# (scripts/demo.sh, bench/e2e.sh, tests/integration/*.sh); safe under set -e. Expects the
+# testbed's variables in the environment (eval "$(testbed.sh env --name N)").
+#
+#   cb_vdevs N                 -> CB_VDEVS: one net_af_packet vdev per host port
+#   cb_members N PORT          -> CB_MEMBERS (session.add members, JSON) and
+#                                 CB_PEERS (IP:PORT,..., rank order)
+#   cb_switch_start SWITCH PREFIX LOG N ARGS...
+#                              -> starts SWITCH on the N hosts' ports with the
+#                                 app options ARGS (after --agg-ip), waits up to
+#                                 30 s for 'running'; sets CB_SW_PID; returns 1
+#                                 (with the reason on stderr) if it did not start
+#   cb_switch_stop [SECONDS]   -> SIGINT, wait (default 10 s), SIGKILL after;
+#                                 CB_SW_RC: its exit status (137: it had to be
+#                                 killed); CB_SW_PID cleared
+
+cb_vdevs() {
+	local i
+	CB_VDEVS=()
+	for ((i = 1; i <= $1; i++)); do
+		CB_VDEVS+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
+	done
+}
+
+cb_members() {
+	local i ip
+	CB_MEMBERS="" CB_PEERS=""
+	for ((i = 1; i <= $1; i++)); do
+		ip=$(eval "echo \$TB_IP_$i")
+		CB_MEMBERS+="${CB_MEMBERS:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$ip\", \"port\": $2}"
+		CB_PEERS+="${CB_PEERS:+,}$ip:$2"
+	done
+}
+
+cb_switch_start() {
+	local switch=$1 prefix=$2 log=$3 n=$4 rc
+	shift 4
+	cb_vdevs "$n"
+	rm -rf "/var/run/dpdk/$prefix" 2>/dev/null || true
+	: >"$log"
+	"$switch" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$prefix" -l 0 "${CB_VDEVS[@]}" \
+		-- --agg-ip "$TB_AGG_IP" "$@" >>"$log" 2>&1 &
+	CB_SW_PID=$!
+	for _ in $(seq 1 300); do # 30 s
+		grep -q "running" "$log" && return 0
+		if ! kill -0 "$CB_SW_PID" 2>/dev/null; then
+			rc=0
+			wait "$CB_SW_PID" || rc=$?
+			CB_SW_PID=""
+			echo "cais-switch exited during start (status $rc); its log: $log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "cais-switch did not report 'running' within 30 s; its log: $log" >&2
+	return 1
+}
+
+cb_switch_stop() {
+	local wait_s=${1:-10}
+	CB_SW_RC=0
+	[ -n "${CB_SW_PID:-}" ] || return 0
+	kill -INT "$CB_SW_PID" 2>/dev/null || true
+	for _ in $(seq 1 $((wait_s * 10))); do
+		kill -0 "$CB_SW_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$CB_SW_PID" 2>/dev/null || true
+	wait "$CB_SW_PID" 2>/dev/null || CB_SW_RC=$?
+	CB_SW_PID=""
+}
