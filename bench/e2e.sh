@@ -25,7 +25,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RANKS="4,8"
 MIN_BYTES=128K
 MAX_BYTES=64M
-ITERS=3
+ITERS=5
 WARMUP=1
 BUILD="$ROOT/build"
 CSV=""
@@ -203,7 +203,7 @@ watch_pids() {
 		done
 		[ $running -gt 0 ] || break
 		if [ $(((SECONDS - t_start) % 10)) -eq 9 ]; then
-			line=$(grep -E '^ *[0-9]+ ' "$log" 2>/dev/null | tail -n 1 | awk '{ print $1 }')
+			line=$(grep -E '^ *[0-9]+ ' "$log" 2>/dev/null | tail -n 1 | awk '{ print $1 }' || true)
 			if [ -n "$line" ] && [ "$line" != "$last" ]; then
 				say "      $label: $(human "$line") done"
 				last=$line
@@ -310,6 +310,9 @@ EOF
 	fi
 	cb_switch_stop 10
 	[ "$CB_SW_RC" -eq 0 ] || die "cais-switch exited with status $CB_SW_RC"
+	# what the in-network runs cost the switch: retransmissions, and which were needless
+	SWLINE=$(grep -m1 -o 'CAIS: DATA .*' "$WORK/switch.$n.log" | sed 's/, completion.*//' || true)
+	RETX=$(grep -h -o ' retx=[0-9]*' "$WORK/cais.$n".h*.log | cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }')
 	bash "$ROOT/scripts/testbed.sh" down --name "$NAME" >/dev/null 2>&1
 	TB_UP=0
 
@@ -335,6 +338,10 @@ EOF
 	done
 	echo "  (cais path: switch = every iteration in-network; mixed(K/N,REASON) or ring(REASON): the"
 	echo "   agent's fallbacks, as cais-allreduce-perf reports them)"
+	echo "  switch, whole run: $SWLINE"
+	echo "  (retransmissions: DATA sent again after the agent's timer; resends: into a complete"
+	echo "   round, answered with the stored RESULT; duplicates: into the open round they had"
+	echo "   already joined. The agents' own count of retransmissions, in-network runs: $RETX)"
 	echo
 done
 say "done"

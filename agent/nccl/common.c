@@ -17,6 +17,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <cais/cais.h>
+
 #include "plugin.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -126,7 +128,7 @@ read_conf(void)
 	conf.tensor_min = 3;
 	conf.slots = NP_DEFAULT_SLOTS;
 	conf.scale = 1024;
-	conf.threshold = 1u << 20;
+	conf.threshold = CAIS_DEFAULT_THRESHOLD;
 	conf.timeout_ms = 30000;
 	conf.retries = 8;
 	conf.retx_us = 500;

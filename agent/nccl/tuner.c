@@ -2,7 +2,7 @@
 /*
  * The tuner: all-reduces of CAIS_THRESHOLD bytes or more go to CollNet
  * (chain, else direct), smaller ones to NCCL's own algorithms, where the
- * switch does not pay off (DESIGN.md: the 1 MiB knee). NCCL finds the table
+ * switch does not pay off (CAIS_DEFAULT_THRESHOLD: the knee bench/e2e.sh measured). NCCL finds the table
  * in the net plugin's library when NCCL_TUNER_PLUGIN is not set. The tuner
  * only chooses among the entries NCCL left open (NCCL_ALGO, CollNet set up
  * or not): it never closes the last one.

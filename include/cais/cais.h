@@ -90,8 +90,12 @@ enum cais_path {
 enum cais_fallback { CAIS_FALLBACKS(CAIS_X_ENUM) CAIS_FB_COUNT };
 #undef CAIS_X_ENUM
 
-/** Default offload threshold: the seed's 1 MiB. */
-#define CAIS_DEFAULT_THRESHOLD	 (1u << 20)
+/**
+ * Default offload threshold: 512 KiB, where in-network starts to beat the
+ * ring at every larger size on the testbed (bench/e2e.sh: from 512 KiB with
+ * 4 ranks, from 256 KiB with 8; the seed's guess was 1 MiB). bench/README.md.
+ */
+#define CAIS_DEFAULT_THRESHOLD	 (512u << 10)
 /** Default retransmission timeout, the seed's 500 us. */
 #define CAIS_DEFAULT_RETX_US	 500u
 /** Default retransmissions of one chunk before the switch counts as silent. */
@@ -181,7 +185,7 @@ struct cais_join {
 	uint32_t timeout_ms;	 /**< how long to wait for every rank to join; 0: 60 s */
 };
 
-/** Fill c with defaults: threshold 1 MiB, 500 us, 8 retries, 30 s, scale 1024, K 100, 1e-3. */
+/** Fill c with defaults: threshold 512 KiB, 500 us, 8 retries, 30 s, scale 1024, K 100, 1e-3. */
 void cais_config_init(struct cais_config *c);
 
 /**

@@ -852,6 +852,11 @@ t_errors(void **state)
 		peers[i].sin_port = htons(free_port());
 	}
 	cais_config_init(&cfg);
+	/* the documented defaults (the threshold is bench/e2e.sh's crossover) */
+	assert_int_equal(cfg.threshold, 512 * 1024);
+	assert_int_equal(cfg.retx_timeout_us, 500);
+	assert_int_equal(cfg.retries, 8);
+	assert_int_equal(cfg.timeout_ms, 30000);
 	cfg.world = 2;
 	cfg.peers = peers;
 	cfg.switch_addr = SW->addr;
