@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_args.h"
 #include "../agent/quant.h"
 
 #define MAX_LIST    16
@@ -276,19 +277,6 @@ account(struct acc *a, const float *out, const double *ref, size_t e, bool ok, d
 
 /* ------------------------------------------------------------------ main */
 
-static unsigned int
-parse_list(const char *s, unsigned int *out)
-{
-	unsigned int n = 0;
-	char *copy = strdup(s), *save = NULL;
-
-	for (char *t = strtok_r(copy, ",", &save); t && n < MAX_LIST;
-	     t = strtok_r(NULL, ",", &save))
-		out[n++] = (unsigned int)strtoul(t, NULL, 10);
-	free(copy);
-	return n;
-}
-
 static void
 usage(void)
 {
@@ -324,7 +312,7 @@ main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (o) {
 		case 'n':
-			nr = parse_list(optarg, ranks);
+			nr = bench_parse_list("bench_numerics", "--ranks", optarg, ranks, MAX_LIST);
 			break;
 		case 'e':
 			elems = (size_t)strtoul(optarg, NULL, 10);

@@ -31,6 +31,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "bench_args.h"
 #include "dp_switch.h"
 #include "../tests/common/frames.h"
 
@@ -348,19 +349,6 @@ run(struct setup *s, const bool want[3], double seconds, struct result out[3])
 	out[M_PIPELINE].bad = s->tx.bad;
 }
 
-static unsigned int
-parse_list(const char *s, unsigned int *out)
-{
-	unsigned int n = 0;
-	char *copy = strdup(s), *save = NULL;
-
-	for (char *t = strtok_r(copy, ",", &save); t && n < MAX_LIST;
-	     t = strtok_r(NULL, ",", &save))
-		out[n++] = (unsigned int)strtoul(t, NULL, 10);
-	free(copy);
-	return n;
-}
-
 static void
 usage(void)
 {
@@ -400,10 +388,10 @@ main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (o) {
 		case 'e':
-			ne = parse_list(optarg, elems);
+			ne = bench_parse_list("bench_pipeline", "--elems", optarg, elems, MAX_LIST);
 			break;
 		case 'n':
-			nr = parse_list(optarg, ranks);
+			nr = bench_parse_list("bench_pipeline", "--ranks", optarg, ranks, MAX_LIST);
 			break;
 		case 's':
 			seconds = strtod(optarg, NULL);

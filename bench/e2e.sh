@@ -112,22 +112,6 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-to_bytes() {
-	case "$1" in
-	*K | *k) echo $((${1%?} * 1024)) ;;
-	*M | *m) echo $((${1%?} * 1048576)) ;;
-	*) echo "$1" ;;
-	esac
-}
-human() {
-	if [ "$1" -ge 1048576 ] && [ $(($1 % 1048576)) -eq 0 ]; then
-		echo "$(($1 / 1048576))M"
-	elif [ "$1" -ge 1024 ] && [ $(($1 % 1024)) -eq 0 ]; then
-		echo "$(($1 / 1024))K"
-	else
-		echo "$1"
-	fi
-}
 [[ "$RANKS" =~ ^[0-9]{1,2}(,[0-9]{1,2})*$ ]] || usage_error "--ranks '$RANKS': a list of integers"
 IFS=, read -r -a RANK_LIST <<<"$RANKS"
 for n in "${RANK_LIST[@]}"; do
@@ -136,8 +120,8 @@ done
 for b in "$MIN_BYTES" "$MAX_BYTES"; do
 	[[ "$b" =~ ^[0-9]{1,9}[KkMm]?$ ]] || usage_error "'$b': a byte count like 131072, 128K or 64M"
 done
-MIN_B=$(to_bytes "$MIN_BYTES")
-MAX_B=$(to_bytes "$MAX_BYTES")
+MIN_B=$(cb_to_bytes "$MIN_BYTES")
+MAX_B=$(cb_to_bytes "$MAX_BYTES")
 [ "$MIN_B" -ge 4 ] && [ $((MIN_B % 4)) -eq 0 ] || usage_error "--min-bytes: a multiple of 4, at least 4"
 [ "$MAX_B" -ge "$MIN_B" ] && [ "$MAX_B" -le $((256 << 20)) ] || usage_error "--max-bytes: from --min-bytes to 256M"
 [[ "$ITERS" =~ ^[0-9]{1,4}$ ]] && [ "$ITERS" -ge 1 ] || usage_error "--iters '$ITERS': a positive integer"
@@ -205,7 +189,7 @@ watch_pids() {
 		if [ $(((SECONDS - t_start) % 10)) -eq 9 ]; then
 			line=$(grep -E '^ *[0-9]+ ' "$log" 2>/dev/null | tail -n 1 | awk '{ print $1 }' || true)
 			if [ -n "$line" ] && [ "$line" != "$last" ]; then
-				say "      $label: $(human "$line") done"
+				say "      $label: $(cb_human "$line") done"
 				last=$line
 			fi
 		fi
@@ -282,7 +266,7 @@ EOF
 [ -z "$CSV" ] || echo "ranks,bytes,cais_us,ring_us,mpi_us,cais_vs_ring,cais_vs_mpi,cais_path" >"$CSV"
 SUMMARY=()
 for n in "${RANK_LIST[@]}"; do
-	say "$n ranks: testbed $NAME ($n hosts), cais-switch, sizes $(human "$MIN_B")..$(human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up)"
+	say "$n ranks: testbed $NAME ($n hosts), cais-switch, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up)"
 	TB_UP=1
 	bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$n" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 		{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
@@ -321,7 +305,7 @@ EOF
 	printf '  %6s | %10s %10s %10s | %9s %9s | %s\n' size cais ring mpi "ring/cais" "mpi/cais" "cais path"
 	paste -d' ' "$WORK/cais.$n.t" "$WORK/ring.$n.t" "$WORK/mpi.$n.t" >"$WORK/all.$n"
 	while read -r b tc pc _ tr _ _ tm _; do
-		awk -v n="$n" -v b="$b" -v s="$(human "$b")" -v c="$tc" -v r="$tr" -v m="$tm" -v p="$pc" -v csv="$CSV" 'BEGIN {
+		awk -v n="$n" -v b="$b" -v s="$(cb_human "$b")" -v c="$tc" -v r="$tr" -v m="$tm" -v p="$pc" -v csv="$CSV" 'BEGIN {
 			sr = r / c; sm = (m > 0) ? m / c : 0
 			printf "  %6s | %10.2f %10.2f %10s | %8.2fx %9s | %s\n", s, c / 1000, r / 1000,
 				(m > 0) ? sprintf("%.2f", m / 1000) : "-", sr, (m > 0) ? sprintf("%.2fx", sm) : "-", p
@@ -334,7 +318,7 @@ EOF
 		x=$(awk -v col="$col" '{ t = (col == "ring") ? $5 : $8; w[NR] = (t > 0 && $2 < t); b[NR] = $1 }
 			END { c = ""; for (i = NR; i >= 1 && w[i]; i--) c = b[i]; print c }' "$WORK/all.$n")
 		if [ "$MPI" -eq 0 ] && [ "$col" = mpi ]; then continue; fi
-		SUMMARY+=("$n ranks: cais faster than $col from $( [ -n "$x" ] && human "$x" || echo 'no size')")
+		SUMMARY+=("$n ranks: cais faster than $col from $( [ -n "$x" ] && cb_human "$x" || echo 'no size')")
 	done
 	echo "  (cais path: switch = every iteration in-network; mixed(K/N,REASON) or ring(REASON): the"
 	echo "   agent's fallbacks, as cais-allreduce-perf reports them)"

@@ -108,21 +108,13 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-# bytes with an optional K/M suffix -> a number
-to_bytes() {
-	case "$1" in
-	*K | *k) echo $((${1%?} * 1024)) ;;
-	*M | *m) echo $((${1%?} * 1048576)) ;;
-	*) echo "$1" ;;
-	esac
-}
 [[ "$HOSTS" =~ ^[0-9]{1,2}$ ]] && [ "$HOSTS" -ge 2 ] && [ "$HOSTS" -le 16 ] ||
 	usage_error "--hosts '$HOSTS': an integer in 2..16"
 for b in "$MIN_BYTES" "$MAX_BYTES"; do
 	[[ "$b" =~ ^[0-9]{1,9}[KkMm]?$ ]] || usage_error "'$b': a byte count like 131072, 128K or 64M"
 done
-MIN_B=$(to_bytes "$MIN_BYTES")
-MAX_B=$(to_bytes "$MAX_BYTES")
+MIN_B=$(cb_to_bytes "$MIN_BYTES")
+MAX_B=$(cb_to_bytes "$MAX_BYTES")
 [ "$MIN_B" -ge 4 ] && [ $((MIN_B % 4)) -eq 0 ] || usage_error "--min-bytes: a multiple of 4, at least 4"
 [ "$MAX_B" -ge "$MIN_B" ] && [ "$MAX_B" -le $((256 << 20)) ] ||
 	usage_error "--max-bytes: from --min-bytes to 256M"
@@ -141,15 +133,6 @@ done
 T0=$(date +%s.%N)
 elapsed() { awk -v t0="$T0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%5.1f", t1 - t0 }'; }
 say() { echo "[demo $(elapsed) s] $*"; }
-human() { # bytes -> 128K, 64M
-	if [ "$1" -ge 1048576 ] && [ $(($1 % 1048576)) -eq 0 ]; then
-		echo "$(($1 / 1048576))M"
-	elif [ "$1" -ge 1024 ] && [ $(($1 % 1024)) -eq 0 ]; then
-		echo "$(($1 / 1024))K"
-	else
-		echo "$1"
-	fi
-}
 
 WORK=""
 CB_SW_PID=""
@@ -252,7 +235,7 @@ say "    running (pid $CB_SW_PID): $(grep -o 'applied .*' "$WORK/switch.log" | s
 
 # ---- 5. the workload ----
 say "5/5 workload: $((WARMUP + STEPS)) steps ($WARMUP warm-up) of ${#SIZES[@]} all-reduces each," \
-	"$(human "$MIN_B")..$(human "$MAX_B"), sum, $DTYPES, in-network then ring, every element checked"
+	"$(cb_human "$MIN_B")..$(cb_human "$MAX_B"), sum, $DTYPES, in-network then ring, every element checked"
 SEQ=0
 # run_hosts LABEL PATH DTYPE: every host at once, progress from host 1's step lines
 run_hosts() {
@@ -345,7 +328,7 @@ for dt in "${DTYPE_LIST[@]}"; do
 			wrong=$((wrong + w))
 		done
 		[ "$wrong" -eq 0 ] || all_ok=0
-		awk -v dt="$dt" -v sz="$(human "$b")" -v a="$t_sw" -v r="$t_ring" -v e="$err_sw" \
+		awk -v dt="$dt" -v sz="$(cb_human "$b")" -v a="$t_sw" -v r="$t_ring" -v e="$err_sw" \
 			-v er="$err_ring" -v nf="$notsw" -v n="$n" -v w="$wrong" 'BEGIN {
 			printf "  %5s %6s %12.1f %12.1f %7.2fx %13.2e %13.2e %8.1f%% %8d\n",
 				dt, sz, a / 1000, r / 1000, r / a, e, er, 100 * nf / n, w }'

@@ -613,49 +613,10 @@ coll_listen_v11(void *ctx, int d, void *handle, void **listen_comm)
 	return coll_listen(d, handle, listen_comm);
 }
 
-static ncclResult_t
-coll_props_v9(int d, ncclNetProperties_v9_t *o)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = coll_props_v11(d, &p);
-
-	if (rc == ncclSuccess)
-		np_props_v9(&p, o);
-	return rc;
-}
-
-static ncclResult_t
-coll_props_v8(int d, ncclNetProperties_v8_t *o)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = coll_props_v11(d, &p);
-
-	if (rc == ncclSuccess)
-		np_props_v8(&p, o);
-	return rc;
-}
-
-static ncclResult_t
-coll_props_v7(int d, ncclNetProperties_v7_t *o)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = coll_props_v11(d, &p);
-
-	if (rc == ncclSuccess)
-		np_props_v7(&p, o);
-	return rc;
-}
-
-static ncclResult_t
-coll_props_v6(int d, ncclNetProperties_v6_t *o)
-{
-	ncclNetProperties_v11_t p;
-	ncclResult_t rc = coll_props_v11(d, &p);
-
-	if (rc == ncclSuccess)
-		np_props_v6(&p, o);
-	return rc;
-}
+NP_PROPS_ADAPTER(coll_props, 9)
+NP_PROPS_ADAPTER(coll_props, 8)
+NP_PROPS_ADAPTER(coll_props, 7)
+NP_PROPS_ADAPTER(coll_props, 6)
 
 static ncclResult_t
 coll_reg_mr_int(void *coll_comm, void *data, int size, int type, void **mhandle)

@@ -351,21 +351,27 @@ np_props(ncclNetProperties_v11_t *p, bool coll)
 	(void)coll;
 }
 
+/* The members every version has, from the v11 properties (the rest zeroed). */
+#define NP_PROPS_BASE(o, p)                                                                        \
+	do {                                                                                       \
+		memset(o, 0, sizeof(*o));                                                          \
+		o->name = p->name;                                                                 \
+		o->pciPath = p->pciPath;                                                           \
+		o->guid = p->guid;                                                                 \
+		o->ptrSupport = p->ptrSupport;                                                     \
+		o->speed = p->speed;                                                               \
+		o->port = p->port;                                                                 \
+		o->latency = p->latency;                                                           \
+		o->maxComms = p->maxComms;                                                         \
+		o->maxRecvs = p->maxRecvs;                                                         \
+	} while (0)
+
 void
 np_props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o)
 {
-	memset(o, 0, sizeof(*o));
-	o->name = p->name;
-	o->pciPath = p->pciPath;
-	o->guid = p->guid;
-	o->ptrSupport = p->ptrSupport;
+	NP_PROPS_BASE(o, p);
 	o->regIsGlobal = p->regIsGlobal;
 	o->forceFlush = p->forceFlush;
-	o->speed = p->speed;
-	o->port = p->port;
-	o->latency = p->latency;
-	o->maxComms = p->maxComms;
-	o->maxRecvs = p->maxRecvs;
 	o->netDeviceType = p->netDeviceType;
 	o->netDeviceVersion = p->netDeviceVersion;
 	o->vProps = p->vProps;
@@ -376,17 +382,8 @@ np_props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o)
 void
 np_props_v8(const ncclNetProperties_v11_t *p, ncclNetProperties_v8_t *o)
 {
-	memset(o, 0, sizeof(*o));
-	o->name = p->name;
-	o->pciPath = p->pciPath;
-	o->guid = p->guid;
-	o->ptrSupport = p->ptrSupport;
+	NP_PROPS_BASE(o, p);
 	o->regIsGlobal = p->regIsGlobal;
-	o->speed = p->speed;
-	o->port = p->port;
-	o->latency = p->latency;
-	o->maxComms = p->maxComms;
-	o->maxRecvs = p->maxRecvs;
 	o->netDeviceType = p->netDeviceType;
 	o->netDeviceVersion = p->netDeviceVersion;
 }
@@ -394,16 +391,7 @@ np_props_v8(const ncclNetProperties_v11_t *p, ncclNetProperties_v8_t *o)
 void
 np_props_v7(const ncclNetProperties_v11_t *p, ncclNetProperties_v7_t *o)
 {
-	memset(o, 0, sizeof(*o));
-	o->name = p->name;
-	o->pciPath = p->pciPath;
-	o->guid = p->guid;
-	o->ptrSupport = p->ptrSupport;
-	o->speed = p->speed;
-	o->port = p->port;
-	o->latency = p->latency;
-	o->maxComms = p->maxComms;
-	o->maxRecvs = p->maxRecvs;
+	NP_PROPS_BASE(o, p);
 	o->netDeviceType = p->netDeviceType;
 	o->netDeviceVersion = p->netDeviceVersion;
 }
@@ -411,14 +399,5 @@ np_props_v7(const ncclNetProperties_v11_t *p, ncclNetProperties_v7_t *o)
 void
 np_props_v6(const ncclNetProperties_v11_t *p, ncclNetProperties_v6_t *o)
 {
-	memset(o, 0, sizeof(*o));
-	o->name = p->name;
-	o->pciPath = p->pciPath;
-	o->guid = p->guid;
-	o->ptrSupport = p->ptrSupport;
-	o->speed = p->speed;
-	o->port = p->port;
-	o->latency = p->latency;
-	o->maxComms = p->maxComms;
-	o->maxRecvs = p->maxRecvs;
+	NP_PROPS_BASE(o, p);
 }

@@ -96,4 +96,16 @@ void np_props_v7(const ncclNetProperties_v11_t *p, ncclNetProperties_v7_t *o);
 void np_props_v8(const ncclNetProperties_v11_t *p, ncclNetProperties_v8_t *o);
 void np_props_v9(const ncclNetProperties_v11_t *p, ncclNetProperties_v9_t *o);
 
+/** getProperties of ABI version v from fn_v11 (v = 6..9; v10 shares v11's struct). */
+#define NP_PROPS_ADAPTER(fn, v)                                                                    \
+	static ncclResult_t fn##_v##v(int d, ncclNetProperties_v##v##_t *o)                        \
+	{                                                                                          \
+		ncclNetProperties_v11_t p;                                                         \
+		ncclResult_t rc = fn##_v11(d, &p);                                                 \
+                                                                                                   \
+		if (rc == ncclSuccess)                                                             \
+			np_props_v##v(&p, o);                                                      \
+		return rc;                                                                         \
+	}
+
 #endif /* CAIS_NCCL_PLUGIN_H */

@@ -16,6 +16,26 @@
 #   cb_switch_stop [SECONDS]   -> SIGINT, wait (default 10 s), SIGKILL after;
 #                                 CB_SW_RC: its exit status (137: it had to be
 #                                 killed); CB_SW_PID cleared
+#   cb_to_bytes B              -> B with an optional K/M suffix, in bytes
+#   cb_human BYTES             -> 128K, 64M (or the number)
+
+cb_to_bytes() {
+	case "$1" in
+	*K | *k) echo $((${1%?} * 1024)) ;;
+	*M | *m) echo $((${1%?} * 1048576)) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+cb_human() {
+	if [ "$1" -ge 1048576 ] && [ $(($1 % 1048576)) -eq 0 ]; then
+		echo "$(($1 / 1048576))M"
+	elif [ "$1" -ge 1024 ] && [ $(($1 % 1024)) -eq 0 ]; then
+		echo "$(($1 / 1024))K"
+	else
+		echo "$1"
+	fi
+}
 
 cb_vdevs() {
 	local i
