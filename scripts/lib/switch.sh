@@ -18,6 +18,7 @@
 #                                 killed); CB_SW_PID cleared
 #   cb_to_bytes B              -> B with an optional K/M suffix, in bytes
 #   cb_human BYTES             -> 128K, 64M (or the number)
+#   cb_skip, cb_need_root_and  -> for test scripts: see below
 
 cb_to_bytes() {
 	case "$1" in
@@ -91,4 +92,20 @@ cb_switch_stop() {
 	kill -KILL "$CB_SW_PID" 2>/dev/null || true
 	wait "$CB_SW_PID" 2>/dev/null || CB_SW_RC=$?
 	CB_SW_PID=""
+}
+
+# Test scripts (meson's skip status is 77): cb_skip REASON...; cb_need_root_and
+# WHY TOOL...: skip unless root and every TOOL is on the PATH.
+cb_skip() {
+	echo "${PROG:-${0##*/}}: SKIP: $*"
+	exit 77
+}
+
+cb_need_root_and() {
+	local why=$1 t
+	shift
+	[ "$(id -u)" -eq 0 ] || cb_skip "needs root ($why)"
+	for t in "$@"; do
+		command -v "$t" >/dev/null || cb_skip "$t not found (scripts/install-deps.sh installs it)"
+	done
 }

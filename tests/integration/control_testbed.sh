@@ -51,16 +51,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-skip() {
-	echo "$PROG: SKIP: $*"
-	exit 77
-}
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
+cb_need_root_and "network namespaces" python3
 for b in "$SWITCH" "$PERF" "$MANAGER" "$CTL" "$RAWHOST"; do
-	[ -x "$b" ] || skip "no $b"
+	[ -x "$b" ] || cb_skip "no $b"
 done
-command -v python3 >/dev/null || skip "python3 not found"
-ip netns list >/dev/null 2>&1 || skip "network namespaces do not work here"
+ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
 
 NAME="ct$(($$ % 10000))"
 PREFIX="cais-ct-$$"

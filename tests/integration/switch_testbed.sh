@@ -52,19 +52,11 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-skip() {
-	echo "$PROG: SKIP: $*"
-	exit 77
-}
-
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, veth, raw sockets for af_packet)"
-for t in ip ethtool python3 ping timeout; do
-	command -v "$t" >/dev/null || skip "$t not found (scripts/install-deps.sh installs it)"
-done
-[ -x "$SWITCH" ] || skip "no cais-switch at $SWITCH (is libdpdk installed? give --switch)"
-[ -x "$RAWHOST" ] || skip "no cais-rawhost at $RAWHOST (give --rawhost)"
-[ -x "$TESTBED" ] || [ -f "$TESTBED" ] || skip "no testbed script at $TESTBED"
-ip netns list >/dev/null 2>&1 || skip "network namespaces do not work here"
+cb_need_root_and "network namespaces, veth, raw sockets for af_packet" ip ethtool python3 ping timeout
+[ -x "$SWITCH" ] || cb_skip "no cais-switch at $SWITCH (is libdpdk installed? give --switch)"
+[ -x "$RAWHOST" ] || cb_skip "no cais-rawhost at $RAWHOST (give --rawhost)"
+[ -x "$TESTBED" ] || [ -f "$TESTBED" ] || cb_skip "no testbed script at $TESTBED"
+ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
 
 # ---- constants ----
 NAME="it$(($$ % 10000))"

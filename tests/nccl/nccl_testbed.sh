@@ -53,20 +53,12 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-skip() {
-	echo "$PROG: SKIP: $*"
-	exit 77
-}
-
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, veth, raw sockets for af_packet)"
-for t in ip ethtool timeout awk; do
-	command -v "$t" >/dev/null || skip "$t not found (scripts/install-deps.sh installs it)"
-done
-[ -x "$SWITCH" ] || skip "no cais-switch at $SWITCH (give --switch)"
-[ -x "$HARNESS" ] || skip "no cais-nccl-harness at $HARNESS (give --harness)"
-[ -f "$PLUGIN" ] || skip "no libnccl-net-cais.so at $PLUGIN (give --plugin)"
-[ -f "$TESTBED" ] || skip "no testbed script at $TESTBED"
-ip netns list >/dev/null 2>&1 || skip "network namespaces do not work here"
+cb_need_root_and "network namespaces, veth, raw sockets for af_packet" ip ethtool timeout awk
+[ -x "$SWITCH" ] || cb_skip "no cais-switch at $SWITCH (give --switch)"
+[ -x "$HARNESS" ] || cb_skip "no cais-nccl-harness at $HARNESS (give --harness)"
+[ -f "$PLUGIN" ] || cb_skip "no libnccl-net-cais.so at $PLUGIN (give --plugin)"
+[ -f "$TESTBED" ] || cb_skip "no testbed script at $TESTBED"
+ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
 
 NAME="nc$(($$ % 10000))"
 PREFIX="cais-nc-$$"
