@@ -358,7 +358,7 @@ usage(void)
 	       "included) against plain forwarding of the same packets and the bare add kernel\n"
 	       "(the memory-bound limit): Mpps, payload Gb/s and pipeline/kernel for every\n"
 	       "elements-per-packet x ranks. Defaults: --elems 64,256,1024,2048 --ranks\n"
-	       "2,4,8,16 --seconds 0.3; --quick: 256,2048 x 4 for 0.02 s (a smoke run).\n"
+	       "2,4,8,16 --seconds 0.15; --quick: 256,2048 x 4 for 0.02 s (a smoke run).\n"
 	       "--only pipeline|io|kernel runs that mode alone (to profile it: perf record).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
 	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n");
