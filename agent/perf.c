@@ -227,6 +227,12 @@ static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const ch
 	exit(EXIT_USAGE);
 }
 
+static void __attribute__((noreturn)) out_of_memory(void)
+{
+	fprintf(stderr, PROG ": out of memory\n");
+	exit(EXIT_SETUP);
+}
+
 /* ---- option parsing: one checked helper per kind of value ---- */
 
 static uint64_t
@@ -321,20 +327,16 @@ parse_peers(struct opts *o, const char *s)
 	char *copy = strdup(s), *save = NULL, *tok;
 	unsigned int n = 1;
 
-	if (!copy) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(EXIT_SETUP);
-	}
+	if (!copy)
+		out_of_memory();
 	for (const char *p = s; *p; p++)
 		n += *p == ',';
 	if (n > CAIS_MAX_WORLD)
 		usage_error("--peers: %u entries, at most %u", n, CAIS_MAX_WORLD);
 	free(o->peers);
 	o->peers = calloc(n, sizeof(*o->peers));
-	if (!o->peers) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(EXIT_SETUP);
-	}
+	if (!o->peers)
+		out_of_memory();
 	o->n_peers = 0;
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
 		parse_addr("--peers", tok, CAIS_UDP_PORT, &o->peers[o->n_peers++]);
@@ -348,10 +350,8 @@ parse_bytes_list(struct opts *o, const char *s)
 {
 	char *copy = strdup(s), *save = NULL, *tok;
 
-	if (!copy) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(EXIT_SETUP);
-	}
+	if (!copy)
+		out_of_memory();
 	o->n_sizes = 0;
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		if (o->n_sizes == MAX_SIZES)
@@ -363,32 +363,22 @@ parse_bytes_list(struct opts *o, const char *s)
 	free(copy);
 }
 
-static enum cais_datatype
-parse_dtype(const char *s)
-{
-	for (int d = CAIS_FLOAT32; d <= CAIS_INT32; d++)
-		if (strcmp(s, cais_datatype_name((enum cais_datatype)d)) == 0)
-			return (enum cais_datatype)d;
-	usage_error("--dtype '%s': one of f32, bf16, f16, i32", s);
-}
+/* fn(s): the value of type in first..last whose name_of() is s, else a usage error. */
+#define PARSE_NAMED(fn, type, first, last, name_of, opt, choices)                                  \
+	static type fn(const char *s)                                                              \
+	{                                                                                          \
+		for (int v = (first); v <= (last); v++)                                            \
+			if (strcmp(s, name_of((type)v)) == 0)                                      \
+				return (type)v;                                                    \
+		usage_error(opt " '%s': one of " choices, s);                                      \
+	}
 
-static enum cais_redop
-parse_op(const char *s)
-{
-	for (int op = CAIS_OP_SUM; op <= CAIS_OP_MIN; op++)
-		if (strcmp(s, cais_redop_name((enum cais_redop)op)) == 0)
-			return (enum cais_redop)op;
-	usage_error("--op '%s': one of sum, avg, max, min", s);
-}
-
-static enum cais_path
-parse_path(const char *s)
-{
-	for (int p = CAIS_PATH_AUTO; p <= CAIS_PATH_RING; p++)
-		if (strcmp(s, cais_path_name((enum cais_path)p)) == 0)
-			return (enum cais_path)p;
-	usage_error("--path '%s': one of auto, switch, ring", s);
-}
+PARSE_NAMED(parse_dtype, enum cais_datatype, CAIS_FLOAT32, CAIS_INT32, cais_datatype_name,
+	    "--dtype", "f32, bf16, f16, i32")
+PARSE_NAMED(parse_op, enum cais_redop, CAIS_OP_SUM, CAIS_OP_MIN, cais_redop_name, "--op",
+	    "sum, avg, max, min")
+PARSE_NAMED(parse_path, enum cais_path, CAIS_PATH_AUTO, CAIS_PATH_RING, cais_path_name, "--path",
+	    "auto, switch, ring")
 
 enum {
 	OPT_RANK = 256,

@@ -46,6 +46,21 @@ int ctl_fail(struct ctl_err *err, int code, const char *fmt, ...)
 /** @return "EINVAL", ... for a code (either sign); "EINVAL" for unknown ones. */
 const char *ctl_errname(int code);
 
+/*
+ * Fields of a JSON request object (the switch's and the manager's): each
+ * returns 0, or ctl_fail(err, EINVAL, ...) naming the field.
+ */
+/** Every member of obj must be one of the names in allowed (NULL-ended). */
+int ctl_check_fields(const json_t *obj, const char *const *allowed, struct ctl_err *err);
+/** An integer field in [min, max]; when optional and absent, *out is kept. */
+int ctl_get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
+		 uint64_t *out, struct ctl_err *err);
+/** A finite number in [min, max]; *present says whether the field was there. */
+int ctl_get_number(const json_t *obj, const char *name, double min, double max, bool required,
+		   bool *present, double *out, struct ctl_err *err);
+/** A string field (required). */
+int ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err);
+
 /** Reduce operations of tensor.add. */
 #define CTL_REDUCES(X)                                                                             \
 	X(SUM, "sum")                                                                              \

@@ -62,9 +62,8 @@ ctl_mode_name(enum ctl_mode mode)
 	return mode == CTL_MODE_FORWARD_ONLY ? "forward_only" : "compute";
 }
 
-/* Every member of args must be one of the names in allowed (NULL-ended). */
-static int
-check_fields(const json_t *args, const char *const *allowed, struct ctl_err *err)
+int
+ctl_check_fields(const json_t *args, const char *const *allowed, struct ctl_err *err)
 {
 	const char *key;
 	json_t *val;
@@ -77,15 +76,14 @@ check_fields(const json_t *args, const char *const *allowed, struct ctl_err *err
 			if (strcmp(*a, key) == 0)
 				break;
 		if (!*a)
-			return ctl_fail(err, EINVAL, "unknown field '%s'", key);
+			return ctl_fail(err, EINVAL, "unknown field '%.60s'", key);
 	}
 	return 0;
 }
 
-/* An integer field in [min, max]; when optional and absent, *out is kept. */
-static int
-get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
-	 uint64_t *out, struct ctl_err *err)
+int
+ctl_get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
+	     uint64_t *out, struct ctl_err *err)
 {
 	const json_t *v = json_object_get(obj, name);
 	json_int_t x;
@@ -105,9 +103,9 @@ get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool r
 	return 0;
 }
 
-static int
-get_number(const json_t *obj, const char *name, double min, double max, bool required,
-	   bool *present, double *out, struct ctl_err *err)
+int
+ctl_get_number(const json_t *obj, const char *name, double min, double max, bool required,
+	       bool *present, double *out, struct ctl_err *err)
 {
 	const json_t *v = json_object_get(obj, name);
 	double x;
@@ -124,8 +122,8 @@ get_number(const json_t *obj, const char *name, double min, double max, bool req
 	return 0;
 }
 
-static int
-get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err)
+int
+ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err)
 {
 	const json_t *v = json_object_get(obj, name);
 
@@ -172,8 +170,8 @@ get_ids(const json_t *args, uint16_t *tenant, uint16_t *session, struct ctl_err 
 	uint64_t t = 0, s = 0;
 	int rc;
 
-	if ((rc = get_uint(args, "tenant", 0, UINT16_MAX, true, &t, err)) ||
-	    (rc = get_uint(args, "session", 0, UINT16_MAX, true, &s, err)))
+	if ((rc = ctl_get_uint(args, "tenant", 0, UINT16_MAX, true, &t, err)) ||
+	    (rc = ctl_get_uint(args, "session", 0, UINT16_MAX, true, &s, err)))
 		return rc;
 	*tenant = (uint16_t)t;
 	*session = (uint16_t)s;
@@ -192,10 +190,11 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 
 	if (!json_is_object(m))
 		return ctl_fail(err, EINVAL, "field 'members[%zu]' must be an object", i);
-	if ((rc = check_fields(m, fields, err)) ||
-	    (rc = get_uint(m, "rank", 0, (uint64_t)n - 1, true, &rank, err)) ||
-	    (rc = get_string(m, "mac", &mac, err)) || (rc = get_string(m, "ip", &ip, err)) ||
-	    (rc = get_uint(m, "port", 1, UINT16_MAX, true, &port, err))) {
+	if ((rc = ctl_check_fields(m, fields, err)) ||
+	    (rc = ctl_get_uint(m, "rank", 0, (uint64_t)n - 1, true, &rank, err)) ||
+	    (rc = ctl_get_string(m, "mac", &mac, err)) ||
+	    (rc = ctl_get_string(m, "ip", &ip, err)) ||
+	    (rc = ctl_get_uint(m, "port", 1, UINT16_MAX, true, &port, err))) {
 		char inner[sizeof(err->msg)];
 
 		snprintf(inner, sizeof(inner), "%s", err->msg);
@@ -227,12 +226,13 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	int rc;
 
 	memset(&s, 0, sizeof(s));
-	if ((rc = check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = get_ids(args, &s.tenant, &s.session, err)) ||
-	    (rc = get_uint(args, "n", 1, CAIS_MAX_WORLD, true, &n, err)) ||
-	    (rc = get_uint(args, "slots", 1, CAIS_MAX_SLOTS, true, &slots, err)) ||
-	    (rc = get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, true, &elems, err)) ||
-	    (rc = get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio, err)))
+	    (rc = ctl_get_uint(args, "n", 1, CAIS_MAX_WORLD, true, &n, err)) ||
+	    (rc = ctl_get_uint(args, "slots", 1, CAIS_MAX_SLOTS, true, &slots, err)) ||
+	    (rc = ctl_get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, true, &elems, err)) ||
+	    (rc =
+		 ctl_get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio, err)))
 		return rc;
 	if (!cais_pool_size_ok((uint32_t)slots))
 		return ctl_fail(err, EINVAL, "field 'slots' must be a power of two in [1, %u]",
@@ -262,7 +262,8 @@ cmd_session_del(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	uint16_t tenant, session;
 	int rc;
 
-	if ((rc = check_fields(args, fields, err)) || (rc = get_ids(args, &tenant, &session, err)))
+	if ((rc = ctl_check_fields(args, fields, err)) ||
+	    (rc = get_ids(args, &tenant, &session, err)))
 		return rc;
 	return ops->session_del(ops->ctx, tenant, session, err);
 }
@@ -271,7 +272,7 @@ static int
 get_tensor_id(const json_t *args, uint32_t *tensor, struct ctl_err *err)
 {
 	uint64_t t = 0;
-	int rc = get_uint(args, "tensor", 0, UINT32_MAX, true, &t, err);
+	int rc = ctl_get_uint(args, "tensor", 0, UINT32_MAX, true, &t, err);
 
 	*tensor = (uint32_t)t;
 	return rc;
@@ -286,10 +287,11 @@ cmd_tensor_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *er
 	bool present;
 	int rc, i;
 
-	if ((rc = check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = get_ids(args, &t.tenant, &t.session, err)) ||
-	    (rc = get_tensor_id(args, &t.tensor, err)) || (rc = get_string(args, "op", &op, err)) ||
-	    (rc = get_number(args, "scale", 0, 1e300, true, &present, &t.scale, err)))
+	    (rc = get_tensor_id(args, &t.tensor, err)) ||
+	    (rc = ctl_get_string(args, "op", &op, err)) ||
+	    (rc = ctl_get_number(args, "scale", 0, 1e300, true, &present, &t.scale, err)))
 		return rc;
 	if (!(t.scale > 0))
 		return ctl_fail(err, EINVAL, "field 'scale' must be greater than 0");
@@ -310,7 +312,7 @@ cmd_tensor_del(const struct ctl_ops *ops, const json_t *args, struct ctl_err *er
 	uint32_t tensor;
 	int rc;
 
-	if ((rc = check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = get_ids(args, &tenant, &session, err)) ||
 	    (rc = get_tensor_id(args, &tensor, err)))
 		return rc;
@@ -324,8 +326,8 @@ cmd_lease(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 	uint64_t ttl = 0;
 	int rc;
 
-	if ((rc = check_fields(args, fields, err)) ||
-	    (rc = get_uint(args, "ttl_ms", 1, CTL_LEASE_MAX_MS, true, &ttl, err)))
+	if ((rc = ctl_check_fields(args, fields, err)) ||
+	    (rc = ctl_get_uint(args, "ttl_ms", 1, CTL_LEASE_MAX_MS, true, &ttl, err)))
 		return rc;
 	return ops->lease(ops->ctx, (uint32_t)ttl, err);
 }
@@ -338,7 +340,8 @@ cmd_mode_set(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 	const char *m;
 	int rc;
 
-	if ((rc = check_fields(args, fields, err)) || (rc = get_string(args, "mode", &m, err)))
+	if ((rc = ctl_check_fields(args, fields, err)) ||
+	    (rc = ctl_get_string(args, "mode", &m, err)))
 		return rc;
 	if (strcmp(m, "compute") == 0)
 		mode = CTL_MODE_COMPUTE;
@@ -357,10 +360,10 @@ cmd_thresholds_set(const struct ctl_ops *ops, const json_t *args, struct ctl_err
 	uint64_t qd = UINT64_MAX;
 	int rc;
 
-	if ((rc = check_fields(args, fields, err)) ||
-	    (rc = get_uint(args, "queue_depth", 0, UINT32_MAX, false, &qd, err)) ||
-	    (rc = get_number(args, "slot_usage", 0.0, 1.0, false, &t.has_slot_usage, &t.slot_usage,
-			     err)))
+	if ((rc = ctl_check_fields(args, fields, err)) ||
+	    (rc = ctl_get_uint(args, "queue_depth", 0, UINT32_MAX, false, &qd, err)) ||
+	    (rc = ctl_get_number(args, "slot_usage", 0.0, 1.0, false, &t.has_slot_usage,
+				 &t.slot_usage, err)))
 		return rc;
 	t.has_queue_depth = qd != UINT64_MAX;
 	t.queue_depth = t.has_queue_depth ? (uint32_t)qd : 0;
@@ -374,7 +377,7 @@ cmd_no_args(const json_t *args, struct ctl_err *err)
 {
 	static const char *const none[] = {NULL};
 
-	return check_fields(args, none, err);
+	return ctl_check_fields(args, none, err);
 }
 
 int

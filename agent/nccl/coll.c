@@ -72,11 +72,6 @@ struct np_coll {
 	struct np_coll_req req[NP_COLL_REQS];
 };
 
-struct np_coll_mr {
-	void *data;
-	size_t size;
-};
-
 static pthread_mutex_t listens_lock = PTHREAD_MUTEX_INITIALIZER;
 static LIST_HEAD(, np_coll_listen) listens = LIST_HEAD_INITIALIZER(listens);
 
@@ -429,20 +424,11 @@ static ncclResult_t
 coll_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle)
 {
 	struct np_coll *c = coll_comm;
-	struct np_coll_mr *mr;
+	ncclResult_t rc = np_reg_host_mr("CollNet", data, size, type, mhandle);
 
-	if (type != NCCL_PTR_HOST) {
-		NP_WARN("CAIS: CollNet regMr: only host memory (type %d)", type);
-		return ncclInternalError;
-	}
-	mr = malloc(sizeof(*mr));
-	if (!mr)
-		return ncclSystemError;
-	mr->data = data;
-	mr->size = size;
-	c->mrs++;
-	*mhandle = mr;
-	return ncclSuccess;
+	if (rc == ncclSuccess)
+		c->mrs++;
+	return rc;
 }
 
 static ncclResult_t
@@ -634,115 +620,53 @@ coll_iallreduce_int(void *coll_comm, void *send, void *recv, int count, ncclData
 			       request);
 }
 
+/* clang-format off */ /* one table entry per line */
+/* The entries every version's table shares; the tables below add the rest. */
+#define COLL_TABLE_COMMON                                                                          \
+	.name = NP_NAME,                                                                           \
+	.devices = coll_devices,                                                                   \
+	.connect = coll_connect,                                                                   \
+	.reduceSupport = coll_reduce_support,                                                      \
+	.regMrDmaBuf = coll_reg_mr_dmabuf,                                                         \
+	.deregMr = coll_dereg_mr,                                                                  \
+	.iflush = coll_iflush,                                                                     \
+	.test = coll_test,                                                                         \
+	.closeColl = coll_close,                                                                   \
+	.closeListen = coll_close_listen
+
+/* ... and those of v6 to v10, which differ only in the properties and the size types */
+#define COLL_TABLE_OLD(props_fn, reg_mr_fn, allreduce_fn)                                          \
+	{                                                                                          \
+		COLL_TABLE_COMMON,                                                                 \
+		.init = coll_init_v6,                                                              \
+		.getProperties = props_fn,                                                         \
+		.listen = coll_listen,                                                             \
+		.regMr = reg_mr_fn,                                                                \
+		.iallreduce = allreduce_fn,                                                        \
+	}
+
 NP_EXPORT ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-    .name = NP_NAME,
+    COLL_TABLE_COMMON,
     .init = coll_init_v11,
-    .devices = coll_devices,
     .getProperties = coll_props_v11,
     .listen = coll_listen_v11,
-    .connect = coll_connect,
-    .reduceSupport = coll_reduce_support,
     .regMr = coll_reg_mr,
-    .regMrDmaBuf = coll_reg_mr_dmabuf,
-    .deregMr = coll_dereg_mr,
     .iallreduce = coll_iallreduce,
     .iallgather = NULL, /* NCCL then keeps all-gather and reduce-scatter off CollNet */
     .ireducescatter = NULL,
-    .iflush = coll_iflush,
-    .test = coll_test,
-    .closeColl = coll_close,
-    .closeListen = coll_close_listen,
     .makeVDevice = NULL,
     .finalize = coll_finalize_v11,
 };
 
 /* v10 and v9 share a layout */
-NP_EXPORT ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
-    .name = NP_NAME,
-    .init = coll_init_v6,
-    .devices = coll_devices,
-    .getProperties = coll_props_v9,
-    .listen = coll_listen,
-    .connect = coll_connect,
-    .reduceSupport = coll_reduce_support,
-    .regMr = coll_reg_mr,
-    .regMrDmaBuf = coll_reg_mr_dmabuf,
-    .deregMr = coll_dereg_mr,
-    .iallreduce = coll_iallreduce,
-    .iflush = coll_iflush,
-    .test = coll_test,
-    .closeColl = coll_close,
-    .closeListen = coll_close_listen,
-};
-
-NP_EXPORT ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
-    .name = NP_NAME,
-    .init = coll_init_v6,
-    .devices = coll_devices,
-    .getProperties = coll_props_v9,
-    .listen = coll_listen,
-    .connect = coll_connect,
-    .reduceSupport = coll_reduce_support,
-    .regMr = coll_reg_mr,
-    .regMrDmaBuf = coll_reg_mr_dmabuf,
-    .deregMr = coll_dereg_mr,
-    .iallreduce = coll_iallreduce,
-    .iflush = coll_iflush,
-    .test = coll_test,
-    .closeColl = coll_close,
-    .closeListen = coll_close_listen,
-};
-
-NP_EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
-    .name = NP_NAME,
-    .init = coll_init_v6,
-    .devices = coll_devices,
-    .getProperties = coll_props_v8,
-    .listen = coll_listen,
-    .connect = coll_connect,
-    .reduceSupport = coll_reduce_support,
-    .regMr = coll_reg_mr,
-    .regMrDmaBuf = coll_reg_mr_dmabuf,
-    .deregMr = coll_dereg_mr,
-    .iallreduce = coll_iallreduce_int,
-    .iflush = coll_iflush,
-    .test = coll_test,
-    .closeColl = coll_close,
-    .closeListen = coll_close_listen,
-};
-
-NP_EXPORT ncclCollNet_v7_t ncclCollNetPlugin_v7 = {
-    .name = NP_NAME,
-    .init = coll_init_v6,
-    .devices = coll_devices,
-    .getProperties = coll_props_v7,
-    .listen = coll_listen,
-    .connect = coll_connect,
-    .reduceSupport = coll_reduce_support,
-    .regMr = coll_reg_mr_int,
-    .regMrDmaBuf = coll_reg_mr_dmabuf,
-    .deregMr = coll_dereg_mr,
-    .iallreduce = coll_iallreduce_int,
-    .iflush = coll_iflush,
-    .test = coll_test,
-    .closeColl = coll_close,
-    .closeListen = coll_close_listen,
-};
-
-NP_EXPORT ncclCollNet_v6_t ncclCollNetPlugin_v6 = {
-    .name = NP_NAME,
-    .init = coll_init_v6,
-    .devices = coll_devices,
-    .getProperties = coll_props_v6,
-    .listen = coll_listen,
-    .connect = coll_connect,
-    .reduceSupport = coll_reduce_support,
-    .regMr = coll_reg_mr_int,
-    .regMrDmaBuf = coll_reg_mr_dmabuf,
-    .deregMr = coll_dereg_mr,
-    .iallreduce = coll_iallreduce_int,
-    .iflush = coll_iflush,
-    .test = coll_test,
-    .closeColl = coll_close,
-    .closeListen = coll_close_listen,
-};
+NP_EXPORT ncclCollNet_v10_t ncclCollNetPlugin_v10 =
+    COLL_TABLE_OLD(coll_props_v9, coll_reg_mr, coll_iallreduce);
+NP_EXPORT ncclCollNet_v9_t ncclCollNetPlugin_v9 =
+    COLL_TABLE_OLD(coll_props_v9, coll_reg_mr, coll_iallreduce);
+NP_EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 =
+    COLL_TABLE_OLD(coll_props_v8, coll_reg_mr, coll_iallreduce_int);
+NP_EXPORT ncclCollNet_v7_t ncclCollNetPlugin_v7 =
+    COLL_TABLE_OLD(coll_props_v7, coll_reg_mr_int, coll_iallreduce_int);
+NP_EXPORT ncclCollNet_v6_t ncclCollNetPlugin_v6 =
+    COLL_TABLE_OLD(coll_props_v6, coll_reg_mr_int, coll_iallreduce_int);
+/* clang-format on */

@@ -351,6 +351,24 @@ np_props(ncclNetProperties_v11_t *p, bool coll)
 	(void)coll;
 }
 
+ncclResult_t
+np_reg_host_mr(const char *what, void *data, size_t size, int type, void **mhandle)
+{
+	struct np_mr *mr;
+
+	if (type != NCCL_PTR_HOST) {
+		NP_WARN("CAIS: %s regMr: only host memory (type %d)", what, type);
+		return ncclInternalError;
+	}
+	mr = malloc(sizeof(*mr));
+	if (!mr)
+		return ncclSystemError;
+	mr->data = data;
+	mr->size = size;
+	*mhandle = mr;
+	return ncclSuccess;
+}
+
 /* The members every version has, from the v11 properties (the rest zeroed). */
 #define NP_PROPS_BASE(o, p)                                                                        \
 	do {                                                                                       \

@@ -76,12 +76,6 @@ struct np_comm {
 	struct np_req req[NP_NET_REQS];
 };
 
-/** What regMr returns: nothing to register for TCP, but NCCL wants a handle. */
-struct np_mr {
-	void *data;
-	size_t size;
-};
-
 static uint64_t
 now_ms(void)
 {
@@ -272,20 +266,8 @@ net_accept(void *listen_comm, void **recv_comm)
 static ncclResult_t
 net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
-	struct np_mr *mr;
-
 	(void)comm;
-	if (type != NCCL_PTR_HOST) {
-		NP_WARN("CAIS: net regMr: only host memory (type %d)", type);
-		return ncclInternalError;
-	}
-	mr = malloc(sizeof(*mr));
-	if (!mr)
-		return ncclSystemError;
-	mr->data = data;
-	mr->size = size;
-	*mhandle = mr;
-	return ncclSuccess;
+	return np_reg_host_mr("net", data, size, type, mhandle);
 }
 
 static ncclResult_t
@@ -628,137 +610,67 @@ net_connect_v6(int d, void *handle, void **send_comm)
 	return net_connect(d, handle, send_comm);
 }
 
+/* clang-format off */ /* one table entry per line */
+/* The entries every version's table shares; the tables below add the rest. */
+#define NET_TABLE_COMMON                                                                           \
+	.name = NP_NAME,                                                                           \
+	.devices = net_devices,                                                                    \
+	.regMrDmaBuf = net_reg_mr_dmabuf,                                                          \
+	.deregMr = net_dereg_mr,                                                                   \
+	.iflush = net_iflush,                                                                      \
+	.test = net_test,                                                                          \
+	.closeSend = net_close,                                                                    \
+	.closeRecv = net_close,                                                                    \
+	.closeListen = net_close_listen
+
+/* ... and those of v7 on */
+#define NET_TABLE_COMMON_V7                                                                        \
+	NET_TABLE_COMMON,                                                                          \
+	.accept = net_accept_v7,                                                                   \
+	.getDeviceMr = net_get_device_mr,                                                          \
+	.irecvConsumed = net_irecv_consumed
+/* clang-format on */
+
 NP_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
-    .name = NP_NAME,
+    NET_TABLE_COMMON_V7,
     .init = net_init_v11,
-    .devices = net_devices,
     .getProperties = net_props_v11,
     .listen = net_listen_v11,
     .connect = net_connect_v11,
-    .accept = net_accept_v7,
     .regMr = net_reg_mr,
-    .regMrDmaBuf = net_reg_mr_dmabuf,
-    .deregMr = net_dereg_mr,
     .isend = net_isend,
     .irecv = net_irecv,
-    .iflush = net_iflush,
-    .test = net_test,
-    .closeSend = net_close,
-    .closeRecv = net_close,
-    .closeListen = net_close_listen,
-    .getDeviceMr = net_get_device_mr,
-    .irecvConsumed = net_irecv_consumed,
     .makeVDevice = NULL, /* physical devices only */
     .finalize = net_finalize_v11,
     .setNetAttr = net_set_attr_v11,
 };
 
 NP_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
-    .name = NP_NAME,
-    .init = net_init_v10,
-    .devices = net_devices,
-    .getProperties = net_props_v9,
-    .listen = net_listen,
-    .connect = net_connect_v10,
-    .accept = net_accept_v7,
-    .regMr = net_reg_mr,
-    .regMrDmaBuf = net_reg_mr_dmabuf,
-    .deregMr = net_dereg_mr,
-    .isend = net_isend,
-    .irecv = net_irecv,
-    .iflush = net_iflush,
-    .test = net_test,
-    .closeSend = net_close,
-    .closeRecv = net_close,
-    .closeListen = net_close_listen,
-    .getDeviceMr = net_get_device_mr,
-    .irecvConsumed = net_irecv_consumed,
-    .makeVDevice = NULL,
+    NET_TABLE_COMMON_V7,  .init = net_init_v10,	      .getProperties = net_props_v9,
+    .listen = net_listen, .connect = net_connect_v10, .regMr = net_reg_mr,
+    .isend = net_isend,	  .irecv = net_irecv,	      .makeVDevice = NULL,
 };
 
 NP_EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
-    .name = NP_NAME,
-    .init = net_init_v6,
-    .devices = net_devices,
-    .getProperties = net_props_v9,
-    .listen = net_listen,
-    .connect = net_connect_v7,
-    .accept = net_accept_v7,
-    .regMr = net_reg_mr,
-    .regMrDmaBuf = net_reg_mr_dmabuf,
-    .deregMr = net_dereg_mr,
-    .isend = net_isend_v9,
-    .irecv = net_irecv_v9,
-    .iflush = net_iflush,
-    .test = net_test,
-    .closeSend = net_close,
-    .closeRecv = net_close,
-    .closeListen = net_close_listen,
-    .getDeviceMr = net_get_device_mr,
-    .irecvConsumed = net_irecv_consumed,
-    .makeVDevice = NULL,
+    NET_TABLE_COMMON_V7,   .init = net_init_v6,	      .getProperties = net_props_v9,
+    .listen = net_listen,  .connect = net_connect_v7, .regMr = net_reg_mr,
+    .isend = net_isend_v9, .irecv = net_irecv_v9,     .makeVDevice = NULL,
 };
 
 NP_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
-    .name = NP_NAME,
-    .init = net_init_v6,
-    .devices = net_devices,
-    .getProperties = net_props_v8,
-    .listen = net_listen,
-    .connect = net_connect_v7,
-    .accept = net_accept_v7,
-    .regMr = net_reg_mr,
-    .regMrDmaBuf = net_reg_mr_dmabuf,
-    .deregMr = net_dereg_mr,
-    .isend = net_isend_int,
-    .irecv = net_irecv_int,
-    .iflush = net_iflush,
-    .test = net_test,
-    .closeSend = net_close,
-    .closeRecv = net_close,
-    .closeListen = net_close_listen,
-    .getDeviceMr = net_get_device_mr,
-    .irecvConsumed = net_irecv_consumed,
+    NET_TABLE_COMMON_V7,    .init = net_init_v6,       .getProperties = net_props_v8,
+    .listen = net_listen,   .connect = net_connect_v7, .regMr = net_reg_mr,
+    .isend = net_isend_int, .irecv = net_irecv_int,
 };
 
 NP_EXPORT ncclNet_v7_t ncclNetPlugin_v7 = {
-    .name = NP_NAME,
-    .init = net_init_v6,
-    .devices = net_devices,
-    .getProperties = net_props_v7,
-    .listen = net_listen,
-    .connect = net_connect_v7,
-    .accept = net_accept_v7,
-    .regMr = net_reg_mr_int,
-    .regMrDmaBuf = net_reg_mr_dmabuf,
-    .deregMr = net_dereg_mr,
-    .isend = net_isend_int,
-    .irecv = net_irecv_int,
-    .iflush = net_iflush,
-    .test = net_test,
-    .closeSend = net_close,
-    .closeRecv = net_close,
-    .closeListen = net_close_listen,
-    .getDeviceMr = net_get_device_mr,
-    .irecvConsumed = net_irecv_consumed,
+    NET_TABLE_COMMON_V7,    .init = net_init_v6,       .getProperties = net_props_v7,
+    .listen = net_listen,   .connect = net_connect_v7, .regMr = net_reg_mr_int,
+    .isend = net_isend_int, .irecv = net_irecv_int,
 };
 
 NP_EXPORT ncclNet_v6_t ncclNetPlugin_v6 = {
-    .name = NP_NAME,
-    .init = net_init_v6,
-    .devices = net_devices,
-    .getProperties = net_props_v6,
-    .listen = net_listen,
-    .connect = net_connect_v6,
-    .accept = net_accept,
-    .regMr = net_reg_mr_int,
-    .regMrDmaBuf = net_reg_mr_dmabuf,
-    .deregMr = net_dereg_mr,
-    .isend = net_isend_int,
-    .irecv = net_irecv_int,
-    .iflush = net_iflush,
-    .test = net_test,
-    .closeSend = net_close,
-    .closeRecv = net_close,
-    .closeListen = net_close_listen,
+    NET_TABLE_COMMON,	     .init = net_init_v6,	.getProperties = net_props_v6,
+    .listen = net_listen,    .connect = net_connect_v6, .accept = net_accept,
+    .regMr = net_reg_mr_int, .isend = net_isend_int,	.irecv = net_irecv_int,
 };

@@ -14,6 +14,7 @@
 #define CAIS_NCCL_PLUGIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -83,6 +84,19 @@ const struct np_conf *np_conf(void);
 bool np_coll_enabled(void);
 /** The device's properties in the newest layout; older ones are copied from it. */
 void np_props(ncclNetProperties_v11_t *p, bool coll);
+
+/** What regMr returns: nothing to register in host memory, but NCCL wants a handle. */
+struct np_mr {
+	void *data;
+	size_t size;
+};
+
+/**
+ * regMr of host memory, shared by ncclNet and ncclCollNet: a new np_mr in
+ * *mhandle (deregMr frees it). what names the caller in the warning.
+ * @return ncclSuccess; ncclInternalError for other memory; ncclSystemError
+ */
+ncclResult_t np_reg_host_mr(const char *what, void *data, size_t size, int type, void **mhandle);
 
 void np_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));

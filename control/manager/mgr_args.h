@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Argument checks of the manager's commands, in the manner of
- * control/ctl_request.c: every failure is EINVAL with a message naming the
- * field; nothing is changed before every argument has passed.
+ * Argument checks of the manager's commands beyond ctl.h's field helpers
+ * (ctl_check_fields, ctl_get_uint, ctl_get_number, ctl_get_string, shared
+ * with the switch's requests): every failure is EINVAL with a message naming
+ * the field; nothing is changed before every argument has passed.
  */
 #ifndef MGR_ARGS_H
 #define MGR_ARGS_H
@@ -15,23 +16,6 @@
 #include <jansson.h>
 
 #include "ctl.h"
-
-/** Every member of obj must be one of allowed (NULL-ended). @return 0, -EINVAL */
-int mgr_check_fields(const json_t *obj, const char *const *allowed, struct ctl_err *err);
-
-/**
- * An integer field in [min, max] (max at most INT64_MAX); when optional and
- * absent, *out is kept. @return 0, -EINVAL
- */
-int mgr_get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
-		 uint64_t *out, struct ctl_err *err);
-
-/** A number (integer or real) in [min, max], finite. @return 0, -EINVAL */
-int mgr_get_number(const json_t *obj, const char *name, double min, double max, bool required,
-		   bool *present, double *out, struct ctl_err *err);
-
-/** A string field. @return 0, -EINVAL */
-int mgr_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err);
 
 /**
  * A name: a string of 1..MGR_NAME_CHARS characters, none of them a control

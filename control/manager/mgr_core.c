@@ -59,7 +59,7 @@ no_args(const json_t *args, struct ctl_err *err)
 {
 	static const char *const none[] = {NULL};
 
-	return mgr_check_fields(args, none, err);
+	return ctl_check_fields(args, none, err);
 }
 
 /* The job named by field "job", which must exist (and be live unless any). */
@@ -424,14 +424,14 @@ cmd_job_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 	struct mgr_job j;
 	int rc;
 
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
 	    (rc = mgr_get_name(args, "tenant", &tenant, err)) ||
-	    (rc = mgr_get_uint(args, "world", 1, CAIS_MAX_WORLD, true, &world, err)) ||
-	    (rc = mgr_get_uint(args, "slots", 1, CAIS_MAX_SLOTS, false, &slots, err)) ||
-	    (rc = mgr_get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, false, &elems, err)) ||
+	    (rc = ctl_get_uint(args, "world", 1, CAIS_MAX_WORLD, true, &world, err)) ||
+	    (rc = ctl_get_uint(args, "slots", 1, CAIS_MAX_SLOTS, false, &slots, err)) ||
+	    (rc = ctl_get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, false, &elems, err)) ||
 	    (rc =
-		 mgr_get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio, err)))
+		 ctl_get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio, err)))
 		return rc;
 	if (!cais_pool_size_ok((uint32_t)slots))
 		return ctl_fail(err, EINVAL, "field 'slots' must be a power of two in [1, %u]",
@@ -541,12 +541,12 @@ cmd_job_join(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err
 	unsigned int n;
 	int rc;
 
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
-	    (rc = mgr_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
-	    (rc = mgr_get_string(args, "mac", &mac, err)) ||
-	    (rc = mgr_get_string(args, "ip", &ip, err)) ||
-	    (rc = mgr_get_uint(args, "port", 1, UINT16_MAX, true, &port, err)))
+	    (rc = ctl_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
+	    (rc = ctl_get_string(args, "mac", &mac, err)) ||
+	    (rc = ctl_get_string(args, "ip", &ip, err)) ||
+	    (rc = ctl_get_uint(args, "port", 1, UINT16_MAX, true, &port, err)))
 		return rc;
 	if (mgr_parse_mac(mac, me.mac))
 		return ctl_fail(err, EINVAL,
@@ -592,7 +592,7 @@ cmd_job_status(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *e
 	struct mgr_job j;
 	int rc;
 
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) || (rc = load_job(m, name, true, &j, err)))
 		return rc;
 	if (j.state == MGR_WAITING && j.joined == j.world)
@@ -606,7 +606,7 @@ parse_op(const json_t *args, enum ctl_reduce *op, struct ctl_err *err)
 	const char *s;
 	int rc;
 
-	if ((rc = mgr_get_string(args, "op", &s, err)))
+	if ((rc = ctl_get_string(args, "op", &s, err)))
 		return rc;
 	for (int i = 0; i < CTL_REDUCE_COUNT; i++)
 		if (strcmp(s, ctl_reduce_name((enum ctl_reduce)i)) == 0) {
@@ -629,9 +629,9 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 	unsigned int n;
 	int rc;
 
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
-	    (rc = mgr_get_uint(args, "tensor", 0, UINT32_MAX, true, &id, err)) ||
+	    (rc = ctl_get_uint(args, "tensor", 0, UINT32_MAX, true, &id, err)) ||
 	    (rc = parse_op(args, &x.op, err)) || (rc = load_job(m, name, false, &j, err)))
 		return rc;
 	if (mgr_store_tensors(m->store, name, t, MGR_MAX_TENSORS, &n))
@@ -783,10 +783,10 @@ cmd_step_begin(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *e
 	char *text;
 	int rc;
 
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
-	    (rc = mgr_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
-	    (rc = mgr_get_uint(args, "step", 0, INT64_MAX, true, &step, err)) ||
+	    (rc = ctl_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
+	    (rc = ctl_get_uint(args, "step", 0, INT64_MAX, true, &step, err)) ||
 	    (rc = load_job(m, name, false, &j, err)) || (rc = check_rank(&j, rank, err)))
 		return rc;
 	if (j.state != MGR_READY)
@@ -816,7 +816,7 @@ static int
 get_count(const json_t *args, const char *name, int64_t *out, struct ctl_err *err)
 {
 	uint64_t v = 0;
-	int rc = mgr_get_uint(args, name, 0, INT64_MAX, false, &v, err);
+	int rc = ctl_get_uint(args, name, 0, INT64_MAX, false, &v, err);
 
 	*out = (int64_t)v;
 	return rc;
@@ -842,10 +842,10 @@ cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 	int rc;
 
 	(void)res;
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
-	    (rc = mgr_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
-	    (rc = mgr_get_uint(args, "step", 0, INT64_MAX, true, &step, err)) ||
+	    (rc = ctl_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
+	    (rc = ctl_get_uint(args, "step", 0, INT64_MAX, true, &step, err)) ||
 	    (rc = get_count(args, "collectives", &r.collectives, err)) ||
 	    (rc = get_count(args, "fallbacks", &r.fallbacks, err)) ||
 	    (rc = get_count(args, "errors", &r.errors, err)))
@@ -866,9 +866,9 @@ cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 
 		if (!json_is_object(e))
 			return ctl_fail(err, EINVAL, "field 'tensors[%zu]' must be an object", i);
-		if ((rc = mgr_check_fields(e, tfields, err)) ||
-		    (rc = mgr_get_uint(e, "tensor", 0, UINT32_MAX, true, &id, err)) ||
-		    (rc = mgr_get_number(e, "max_abs", 0, INFINITY, true, &present, &max_abs[i],
+		if ((rc = ctl_check_fields(e, tfields, err)) ||
+		    (rc = ctl_get_uint(e, "tensor", 0, UINT32_MAX, true, &id, err)) ||
+		    (rc = ctl_get_number(e, "max_abs", 0, INFINITY, true, &present, &max_abs[i],
 					 err))) {
 			char inner[sizeof(err->msg)];
 
@@ -924,7 +924,7 @@ cmd_job_end(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 	struct mgr_job j;
 	int rc;
 
-	if ((rc = mgr_check_fields(args, fields, err)) ||
+	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) || (rc = load_job(m, name, true, &j, err)))
 		return rc;
 	if (j.state != MGR_ENDED) {
@@ -1011,7 +1011,7 @@ mgr_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 	err->msg[0] = '\0';
 	if (!json_is_object(req))
 		return ctl_fail(err, EINVAL, "request must be a JSON object");
-	if ((rc = mgr_check_fields(req, top, err)))
+	if ((rc = ctl_check_fields(req, top, err)))
 		return rc;
 	cmdv = json_object_get(req, "cmd");
 	if (!cmdv)

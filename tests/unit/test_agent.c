@@ -346,6 +346,25 @@ static const struct setup_opts default_opts = {
     .timeout_ms = 20000,
 };
 
+/* Every dtype and op at every count, two iterations each, on the path given. */
+static void
+every_dt_op(const size_t *counts, size_t n, enum cais_path want_path, enum cais_fallback want_fb)
+{
+	for (int dt = 0; dt < 4; dt++)
+		for (int op = 0; op < 4; op++)
+			for (size_t c = 0; c < n; c++) {
+				struct coll k = {.dt = dt,
+						 .op = op,
+						 .count = counts[c],
+						 .iters = 2,
+						 .tensor = tensor_for(op),
+						 .want_path = want_path,
+						 .want_fb = want_fb};
+
+				run_ranks(run_coll, &k);
+			}
+}
+
 /* Every dtype and op, sizes around the packet size, through the switch. */
 static void
 t_basic(void **state)
@@ -354,18 +373,7 @@ t_basic(void **state)
 
 	(void)state;
 	setup_comms(&default_opts);
-	for (int dt = 0; dt < 4; dt++)
-		for (int op = 0; op < 4; op++)
-			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-				struct coll k = {.dt = dt,
-						 .op = op,
-						 .count = counts[c],
-						 .iters = 2,
-						 .tensor = tensor_for(op),
-						 .want_path = CAIS_PATH_SWITCH};
-
-				run_ranks(run_coll, &k);
-			}
+	every_dt_op(counts, sizeof(counts) / sizeof(counts[0]), CAIS_PATH_SWITCH, CAIS_FB_NONE);
 	assert_int_equal(atomic_load(&SW->window_violations), 0);
 	teardown_comms();
 }
@@ -380,19 +388,7 @@ t_ring(void **state)
 	setup_comms(&default_opts);
 	for (unsigned int r = 0; r < N; r++)
 		assert_int_equal(cais_set_path(COMM[r], CAIS_PATH_RING), 0);
-	for (int dt = 0; dt < 4; dt++)
-		for (int op = 0; op < 4; op++)
-			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-				struct coll k = {.dt = dt,
-						 .op = op,
-						 .count = counts[c],
-						 .iters = 2,
-						 .tensor = tensor_for(op),
-						 .want_path = CAIS_PATH_RING,
-						 .want_fb = CAIS_FB_FORCED};
-
-				run_ranks(run_coll, &k);
-			}
+	every_dt_op(counts, sizeof(counts) / sizeof(counts[0]), CAIS_PATH_RING, CAIS_FB_FORCED);
 	teardown_comms();
 }
 
@@ -498,6 +494,22 @@ t_reject(void **state)
 	teardown_comms();
 }
 
+/* With one of the switch's faults on (an atomic_int of struct fake_switch), k; off again, ok. */
+static void
+fault_then_recover(size_t fault_off, struct coll *k, struct coll *ok)
+{
+	atomic_int *fault;
+
+	setup_comms(&default_opts);
+	fault = (atomic_int *)((uint8_t *)SW + fault_off);
+	atomic_store(fault, 1);
+	run_ranks(run_coll, k);
+	atomic_store(fault, 0);
+	run_ranks(run_coll, ok);
+	teardown_comms();
+}
+#define FAULT(field) offsetof(struct fake_switch, field)
+
 /* Forward-only: REJECT FWD_ONLY, the ring; computing again afterwards. */
 static void
 t_fwd_only(void **state)
@@ -515,12 +527,7 @@ t_fwd_only(void **state)
 			  .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
-	setup_comms(&default_opts);
-	atomic_store(&SW->fwd_only, 1);
-	run_ranks(run_coll, &k);
-	atomic_store(&SW->fwd_only, 0);
-	run_ranks(run_coll, &ok);
-	teardown_comms();
+	fault_then_recover(FAULT(fwd_only), &k, &ok);
 }
 
 /* A silent switch: after the retries every rank asks its peers, none has it: the ring. */
@@ -541,12 +548,7 @@ t_silent(void **state)
 			  .want_path = CAIS_PATH_SWITCH};
 
 	(void)state;
-	setup_comms(&default_opts);
-	atomic_store(&SW->silent, 1);
-	run_ranks(run_coll, &k);
-	atomic_store(&SW->silent, 0);
-	run_ranks(run_coll, &ok);
-	teardown_comms();
+	fault_then_recover(FAULT(silent), &k, &ok);
 }
 
 /* One rank's RESULTs all lost (and the stored ones too): it gets them from its peers. */

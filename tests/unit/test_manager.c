@@ -1333,6 +1333,23 @@ scale_of(const json_t *r, uint32_t tensor)
 	return 0;
 }
 
+/* Every rank of job "j" (world of them) gets step s's answer exactly as first. */
+static void
+same_for_every_rank(struct mgr *m, const json_t *first, unsigned int world, int64_t s)
+{
+	char *a = dump(first);
+
+	for (unsigned int rank = 0; rank < world; rank++) {
+		json_t *r = step(m, "j", rank, s);
+		char *b = dump(r);
+
+		assert_string_equal(a, b);
+		free(b);
+		json_decref(r);
+	}
+	free(a);
+}
+
 static void
 test_step_begin(void **state)
 {
@@ -1354,15 +1371,7 @@ test_step_begin(void **state)
 	assert_int_equal(n_offload(first), 3);
 	for (uint32_t t = 1; t <= 3; t++)
 		assert_true(scale_of(first, t) == 1024.0);
-	a = dump(first);
-	for (unsigned int rank = 0; rank < 4; rank++) {
-		r = step(m, "j", rank, 0);
-		b = dump(r);
-		assert_string_equal(a, b);
-		free(b);
-		json_decref(r);
-	}
-	free(a);
+	same_for_every_rank(m, first, 4, 0);
 	json_decref(first);
 
 	/* the max over ranks of step 0's max_abs gives step 1's scales */
@@ -1375,15 +1384,7 @@ test_step_begin(void **state)
 	assert_int_equal(n_offload(first), 3);
 	/* a late report does not change an answer already given */
 	report(m, 2, 0, "{\"tensor\": 1, \"max_abs\": 1000.0}", 0);
-	a = dump(first);
-	for (unsigned int rank = 0; rank < 4; rank++) {
-		r = step(m, "j", rank, 1);
-		b = dump(r);
-		assert_string_equal(a, b);
-		free(b);
-		json_decref(r);
-	}
-	free(a);
+	same_for_every_rank(m, first, 4, 1);
 	json_decref(first);
 
 	/* congestion: halve, halve, then double back */
