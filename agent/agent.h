@@ -36,6 +36,7 @@
 #include <cais/cais.h>
 #include <cais/proto.h>
 
+#include "cmn_hist.h"
 #include "ctl_auth.h"
 #include "quant.h"
 
@@ -61,9 +62,6 @@
 #define AG_CHECK_MIN_COUNT  256u
 /** Staging and ring buffers kept for reuse: fresh large buffers cost page faults. */
 #define AG_POOL_BUFS	    4u
-/** Latency histogram: 8 sub-buckets per power of two of nanoseconds. */
-#define AG_HIST_SUB	    8u
-#define AG_HIST_BUCKETS	    (64u * AG_HIST_SUB)
 
 /* ---- peer messages (TCP) ---- */
 
@@ -324,7 +322,7 @@ struct cais_comm {
 
 	/* metrics, written by the progress thread, read under lock */
 	struct cais_metrics m;
-	uint64_t hist[AG_HIST_BUCKETS];
+	uint64_t hist[CMN_HIST_BUCKETS]; /**< completion times, ns */
 };
 
 /* ---- join.c ---- */

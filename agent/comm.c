@@ -37,9 +37,7 @@ cais_datatype_name(enum cais_datatype dt)
 const char *
 cais_redop_name(enum cais_redop op)
 {
-	static const char *const n[] = {"sum", "avg", "max", "min"};
-
-	return (unsigned int)op < 4 ? n[op] : "?";
+	return cais_op_name(op);
 }
 
 const char *
@@ -395,27 +393,6 @@ ag_to_ring(struct cais_comm *c, struct cais_request *r, enum cais_fallback fb)
 
 /* ---- completion ---- */
 
-static unsigned int
-hist_bucket(uint64_t ns)
-{
-	unsigned int msb;
-
-	if (ns < AG_HIST_SUB)
-		return (unsigned int)ns;
-	msb = 63u - (unsigned int)__builtin_clzll(ns);
-	return msb * AG_HIST_SUB + (unsigned int)((ns >> (msb - 3)) & (AG_HIST_SUB - 1));
-}
-
-static double
-hist_upper_us(unsigned int b)
-{
-	unsigned int msb = b / AG_HIST_SUB, sub = b % AG_HIST_SUB;
-
-	if (msb < 3)
-		return (b + 1) / 1000.0;
-	return (double)((uint64_t)(AG_HIST_SUB + sub + 1) << (msb - 3)) / 1000.0;
-}
-
 void
 ag_decode_stage(struct cais_comm *c, struct cais_request *r)
 {
@@ -492,7 +469,7 @@ ag_complete(struct cais_comm *c, struct cais_request *r, int err)
 			c->m.in_network++;
 		else
 			c->m.fallback[r->fb]++;
-		c->hist[hist_bucket(t)]++;
+		c->hist[cmn_hist_bucket(t)]++;
 	}
 	if (r->rel_error >= 0) {
 		c->m.error_checks++;
@@ -583,26 +560,14 @@ cais_allreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *rec
 int
 cais_metrics_get(struct cais_comm *c, struct cais_metrics *m)
 {
-	uint64_t total = 0, cum = 0;
-	unsigned int b = 0;
-	double *out[3];
-	const double q[3] = {0.5, 0.9, 0.99};
-
 	if (!c || !m)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	*m = c->m;
-	for (unsigned int i = 0; i < AG_HIST_BUCKETS; i++)
-		total += c->hist[i];
-	out[0] = &m->p50_us;
-	out[1] = &m->p90_us;
-	out[2] = &m->p99_us;
-	for (unsigned int k = 0; k < 3 && total; k++) {
-		uint64_t want = (uint64_t)ceil(q[k] * (double)total);
-
-		while (b < AG_HIST_BUCKETS && cum + c->hist[b] < want)
-			cum += c->hist[b++];
-		*out[k] = hist_upper_us(b);
+	if (cmn_hist_total(c->hist)) {
+		m->p50_us = (double)cmn_hist_quantile(c->hist, 0.5) / 1000.0;
+		m->p90_us = (double)cmn_hist_quantile(c->hist, 0.9) / 1000.0;
+		m->p99_us = (double)cmn_hist_quantile(c->hist, 0.99) / 1000.0;
 	}
 	m->fallback_rate =
 	    m->collectives ? (double)(m->collectives - m->in_network) / m->collectives : 0;

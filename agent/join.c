@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <sys/ioctl.h>
 
+#include "cmn_addr.h"
 #include "agent.h"
 #include "ctl_client.h"
 
@@ -81,7 +82,7 @@ call(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res)
 static int
 str_to_addr(const char *s, struct sockaddr_in *a)
 {
-	return s && ctl_parse_addr(s, CAIS_UDP_PORT, a) == 0 ? 0 : -EPROTO;
+	return s && cmn_parse_addr(s, CAIS_UDP_PORT, a) == 0 ? 0 : -EPROTO;
 }
 
 /* The ready job.status reply into a configuration. */
@@ -147,7 +148,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	if (ctl_parse_addr(j->manager, 51735, &m->mgr) != 0 ||
+	if (cmn_parse_addr(j->manager, CAIS_MGR_PORT, &m->mgr) != 0 ||
 	    (j->key_file && ctl_key_load(j->key_file, &m->key) != 0)) {
 		free(m);
 		return -EINVAL;

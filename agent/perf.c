@@ -30,6 +30,8 @@
 #include <cais/cais.h>
 #include <cais/proto.h>
 
+#include "cmn_addr.h"
+
 #define PROG "cais-allreduce-perf"
 
 /** Exit statuses. */
@@ -306,19 +308,8 @@ parse_scale(const char *opt, const char *s)
 static void
 parse_addr(const char *opt, const char *s, uint16_t default_port, struct sockaddr_in *a)
 {
-	char buf[64];
-	const char *colon = strchr(s, ':');
-	size_t iplen = colon ? (size_t)(colon - s) : strlen(s);
-
-	if (iplen == 0 || iplen >= sizeof(buf))
-		usage_error("%s '%s': expected IPv4[:PORT]", opt, s);
-	memcpy(buf, s, iplen);
-	buf[iplen] = '\0';
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	if (inet_pton(AF_INET, buf, &a->sin_addr) != 1)
-		usage_error("%s '%s': '%s' is not an IPv4 address", opt, s, buf);
-	a->sin_port = htons(colon ? (uint16_t)parse_uint(opt, colon + 1, 1, 65535) : default_port);
+	if (cmn_parse_addr(s, default_port, a) != 0)
+		usage_error("%s '%s': expected IPv4[:PORT] (port 1..65535)", opt, s);
 }
 
 static void

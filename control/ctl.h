@@ -61,22 +61,10 @@ int ctl_get_number(const json_t *obj, const char *name, double min, double max, 
 /** A string field (required). */
 int ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err);
 
-/** Reduce operations of tensor.add. */
-#define CTL_REDUCES(X)                                                                             \
-	X(SUM, "sum")                                                                              \
-	X(AVG, "avg")                                                                              \
-	X(MAX, "max")                                                                              \
-	X(MIN, "min")
-
-#define CTL_X_ENUM(name, text) CTL_REDUCE_##name,
-enum ctl_reduce { CTL_REDUCES(CTL_X_ENUM) CTL_REDUCE_COUNT };
-#undef CTL_X_ENUM
-
 /** Switch modes of mode.set. */
 enum ctl_mode { CTL_MODE_COMPUTE, CTL_MODE_FORWARD_ONLY };
 
-/** @return "sum"... / "compute", "forward_only". */
-const char *ctl_reduce_name(enum ctl_reduce op);
+/** @return "compute", "forward_only". */
 const char *ctl_mode_name(enum ctl_mode mode);
 
 /** Session priority classes. */
@@ -109,7 +97,7 @@ struct ctl_tensor {
 	uint16_t tenant;
 	uint16_t session;
 	uint32_t tensor;
-	enum ctl_reduce op;
+	enum cais_redop op;
 	double scale; /**< > 0, finite; hosts use it, the switch only records it */
 };
 

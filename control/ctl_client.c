@@ -14,34 +14,6 @@
 #define CTL_RETRY_MS	200
 #define CTL_MAX_REPLAYS 5
 
-int
-ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out)
-{
-	char host[INET_ADDRSTRLEN];
-	const char *colon = strchr(s, ':');
-	size_t hl = colon ? (size_t)(colon - s) : strlen(s);
-	unsigned long port = default_port;
-
-	memset(out, 0, sizeof(*out));
-	if (hl == 0 || hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, hl);
-	host[hl] = '\0';
-	if (colon) {
-		char *end;
-
-		errno = 0;
-		port = strtoul(colon + 1, &end, 10);
-		if (errno || end == colon + 1 || *end || port == 0 || port > 65535)
-			return -EINVAL;
-	}
-	if (inet_pton(AF_INET, host, &out->sin_addr) != 1)
-		return -EINVAL;
-	out->sin_family = AF_INET;
-	out->sin_port = htons((uint16_t)port);
-	return 0;
-}
-
 /* ids and ts are per process: an endpoint refuses a ts not newer than the last it accepted */
 static pthread_mutex_t seq_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t last_ts;

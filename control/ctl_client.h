@@ -17,12 +17,6 @@
 #include "ctl.h"
 #include "ctl_auth.h"
 
-/**
- * Parse "A.B.C.D[:PORT]" (port default_port when absent).
- * @return 0 or -EINVAL
- */
-int ctl_parse_addr(const char *s, uint16_t default_port, struct sockaddr_in *out);
-
 /** How a call went, for tools that report it (cais-ctl). */
 struct ctl_call_info {
 	int tries;	    /**< datagrams sent */

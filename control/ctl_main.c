@@ -25,6 +25,7 @@
 
 #include <jansson.h>
 
+#include "cmn_addr.h"
 #include "ctl.h"
 #include "ctl_auth.h"
 #include "ctl_client.h"
@@ -33,7 +34,6 @@
 #define CAIS_VERSION_STRING "?"
 #endif
 
-#define MANAGER_PORT	   51735u
 #define DEFAULT_TIMEOUT_MS 2000
 #define RETRY_MS	   200
 
@@ -421,7 +421,7 @@ print_help(FILE *out)
 		"result as JSON.\n"
 		"\n"
 		"Switch commands (default target):\n",
-		CAIS_CTL_PORT, MANAGER_PORT, DEFAULT_TIMEOUT_MS, RETRY_MS);
+		CAIS_CTL_PORT, CAIS_MGR_PORT, DEFAULT_TIMEOUT_MS, RETRY_MS);
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		if (commands[i].target == TG_SWITCH)
 			fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
@@ -1567,7 +1567,7 @@ main(int argc, char **argv)
 		c.addr_text = switch_addr ? switch_addr : "127.0.0.1";
 	else
 		c.addr_text = manager_addr ? manager_addr : "127.0.0.1";
-	if (ctl_parse_addr(c.addr_text, c.target == TG_SWITCH ? CAIS_CTL_PORT : MANAGER_PORT,
+	if (cmn_parse_addr(c.addr_text, c.target == TG_SWITCH ? CAIS_CTL_PORT : CAIS_MGR_PORT,
 			   &c.addr) != 0)
 		usage_error("--%s: '%s' is not A.B.C.D[:PORT]",
 			    c.target == TG_SWITCH ? "switch" : "manager", c.addr_text);

@@ -46,16 +46,6 @@ ctl_errname(int code)
 	}
 }
 
-#define CTL_X_TEXT(name, text) text,
-static const char *const reduce_names[] = {CTL_REDUCES(CTL_X_TEXT)};
-#undef CTL_X_TEXT
-
-const char *
-ctl_reduce_name(enum ctl_reduce op)
-{
-	return (unsigned int)op < CTL_REDUCE_COUNT ? reduce_names[op] : "?";
-}
-
 const char *
 ctl_mode_name(enum ctl_mode mode)
 {
@@ -295,12 +285,9 @@ cmd_tensor_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *er
 		return rc;
 	if (!(t.scale > 0))
 		return ctl_fail(err, EINVAL, "field 'scale' must be greater than 0");
-	for (i = 0; i < CTL_REDUCE_COUNT; i++)
-		if (strcmp(op, reduce_names[i]) == 0)
-			break;
-	if (i == CTL_REDUCE_COUNT)
+	if ((i = cais_op_parse(op)) < 0)
 		return ctl_fail(err, EINVAL, "field 'op' must be sum, avg, max or min");
-	t.op = (enum ctl_reduce)i;
+	t.op = (enum cais_redop)i;
 	return ops->tensor_add(ops->ctx, &t, err);
 }
 

@@ -8,16 +8,6 @@
 #define DP_HAVE_X86 1
 #endif
 
-#define DP_X_TEXT(name, text) text,
-static const char *const op_names[] = {DP_OPS(DP_X_TEXT)};
-#undef DP_X_TEXT
-
-const char *
-dp_op_name(enum dp_op op)
-{
-	return (unsigned int)op < DP_OP_MAX_ ? op_names[op] : "?";
-}
-
 static inline int32_t
 ld_be32(const uint8_t *p)
 {

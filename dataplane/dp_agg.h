@@ -17,20 +17,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/** Reduce operations of the tensor table (avg aggregates as sum). */
-#define DP_OPS(X)                                                                                  \
-	X(SUM, "sum")                                                                              \
-	X(AVG, "avg")                                                                              \
-	X(MAX, "max")                                                                              \
-	X(MIN, "min")
-
-#define DP_X_ENUM(name, text) DP_OP_##name,
-enum dp_op { DP_OPS(DP_X_ENUM) DP_OP_MAX_ };
-#undef DP_X_ENUM
-
-/** @return "sum", "avg", "max", "min" or "?". */
-const char *dp_op_name(enum dp_op op);
-
 /** One implementation of the kernels; n is a count of elements. */
 struct dp_agg_kernels {
 	const char *name;

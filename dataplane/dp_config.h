@@ -82,10 +82,6 @@
 #define DP_RL_PER_SECOND 100u
 #define DP_RL_ENTRIES	 1024u
 
-/** Completion-time histogram: 4 sub-buckets per power of two of TSC cycles. */
-#define DP_HIST_SUB	4u
-#define DP_HIST_BUCKETS (64u * DP_HIST_SUB)
-
 /** Default admission thresholds (stored now; the control plane uses them). */
 #define DP_DEFAULT_SLOT_USAGE  1.0
 #define DP_DEFAULT_QUEUE_DEPTH 512u

@@ -441,9 +441,9 @@ data_owned(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
 		break;
 	case DP_V_ADD:
 		sc->data_rx++;
-		if (t->op == DP_OP_MAX)
+		if (t->op == CAIS_OP_MAX)
 			sw->agg->max(acc, payload, count);
-		else if (t->op == DP_OP_MIN)
+		else if (t->op == CAIS_OP_MIN)
 			sw->agg->min(acc, payload, count);
 		else
 			sw->agg->sum(acc, payload, count);
@@ -464,7 +464,7 @@ data_owned(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
 	if (!complete)
 		return free_later(lc, m);
 	sc->rounds++;
-	sc->hist[dp_hist_bucket(lc->now - sl->t_start)]++;
+	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
 	send_results(lc, s, sl, acc, m, sc);
 }
 

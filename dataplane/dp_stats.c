@@ -12,7 +12,7 @@
 
 #include "dp_switch.h"
 
-/* Percentiles of a histogram in microseconds. */
+/* Percentiles of a histogram of TSC cycles, in microseconds. */
 static json_t *
 percentiles(const struct dp_switch *sw, const uint64_t *hist)
 {
@@ -20,25 +20,16 @@ percentiles(const struct dp_switch *sw, const uint64_t *hist)
 		const char *name;
 		double q;
 	} qs[] = {{"p50", 0.50}, {"p90", 0.90}, {"p99", 0.99}, {"max", 1.0}};
-	uint64_t total = 0, cum = 0;
+	uint64_t total = cmn_hist_total(hist);
 	json_t *o = json_object();
-	unsigned int b = 0;
 
-	for (unsigned int i = 0; i < DP_HIST_BUCKETS; i++)
-		total += hist[i];
 	json_object_set_new(o, "samples", json_integer((json_int_t)total));
 	if (total == 0)
 		return o;
-	for (size_t k = 0; k < RTE_DIM(qs); k++) {
-		uint64_t want = (uint64_t)(qs[k].q * (double)total + 0.999999);
-
-		if (want == 0)
-			want = 1;
-		while (b < DP_HIST_BUCKETS && cum + hist[b] < want)
-			cum += hist[b++];
-		json_object_set_new(o, qs[k].name,
-				    json_real((double)dp_hist_upper(b) * 1e6 / (double)sw->hz));
-	}
+	for (size_t k = 0; k < RTE_DIM(qs); k++)
+		json_object_set_new(
+		    o, qs[k].name,
+		    json_real((double)cmn_hist_quantile(hist, qs[k].q) * 1e6 / (double)sw->hz));
 	return o;
 }
 
@@ -77,7 +68,7 @@ session_sum(const struct dp_session *s, struct dp_session_counters *sum)
 #undef SC_ADD
 		for (unsigned int r = 0; r < CAIS_R_MAX; r++)
 			sum->rejects[r] += c->rejects[r];
-		for (unsigned int b = 0; b < DP_HIST_BUCKETS; b++)
+		for (unsigned int b = 0; b < CMN_HIST_BUCKETS; b++)
 			sum->hist[b] += c->hist[b];
 	}
 }
@@ -101,7 +92,7 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 		json_t *to = json_object();
 
 		json_object_set_new(to, "tensor", json_integer(t->tensor));
-		json_object_set_new(to, "op", json_string(dp_op_name(t->op)));
+		json_object_set_new(to, "op", json_string(cais_op_name(t->op)));
 		json_object_set_new(to, "scale", json_real(t->scale));
 		json_array_append_new(tensors, to);
 	}
@@ -114,7 +105,7 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 #define SC_ADD(f) total->f += c.f;
 	SC_FIELDS(SC_ADD)
 #undef SC_ADD
-	for (unsigned int b = 0; b < DP_HIST_BUCKETS; b++)
+	for (unsigned int b = 0; b < CMN_HIST_BUCKETS; b++)
 		total->hist[b] += c.hist[b];
 	return o;
 }

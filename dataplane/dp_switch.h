@@ -34,6 +34,7 @@
 
 #include <cais/proto.h>
 
+#include "cmn_hist.h"
 #include "ctl.h"
 #include "dp_agg.h"
 #include "dp_config.h"
@@ -68,7 +69,7 @@ struct dp_session_counters {
 	uint64_t abandoned;	/**< open rounds overwritten by a newer seq */
 	uint64_t overflow;	/**< rounds completed with OVERFLOW */
 	uint64_t rejects[CAIS_R_MAX];
-	uint64_t hist[DP_HIST_BUCKETS]; /**< round completion time, TSC cycles */
+	uint64_t hist[CMN_HIST_BUCKETS]; /**< round completion time, TSC cycles */
 };
 
 /** The slots of one session that one lcore owns. */
@@ -101,7 +102,7 @@ struct dp_tensor {
 	uint64_t key;
 	struct dp_session *s;
 	uint32_t tensor;
-	uint8_t op; /**< enum dp_op */
+	uint8_t op; /**< enum cais_redop */
 	double scale;
 	int32_t pos; /**< hash position returned on delete, freed after the grace period */
 	LIST_ENTRY(dp_tensor) link; /**< control side only */
@@ -278,29 +279,6 @@ void dp_frame_hdr(uint8_t *p, const uint8_t *dst_mac, const uint8_t *src_mac, ui
 
 /** Set the IPv4 and UDP lengths of a frame carrying cais_bytes after UDP, and the IPv4 checksum. */
 void dp_frame_lengths(uint8_t *frame, unsigned int cais_bytes);
-
-/** Histogram bucket of a duration in TSC cycles (DP_HIST_SUB per power of two). */
-static inline unsigned int
-dp_hist_bucket(uint64_t cycles)
-{
-	unsigned int msb;
-
-	if (cycles < DP_HIST_SUB)
-		return (unsigned int)cycles;
-	msb = 63u - (unsigned int)__builtin_clzll(cycles);
-	return msb * DP_HIST_SUB + (unsigned int)((cycles >> (msb - 2)) & (DP_HIST_SUB - 1));
-}
-
-/** Upper bound, in TSC cycles, of the durations in a bucket. */
-static inline uint64_t
-dp_hist_upper(unsigned int b)
-{
-	unsigned int msb = b / DP_HIST_SUB, sub = b % DP_HIST_SUB;
-
-	if (msb < 2)
-		return b + 1;
-	return (uint64_t)(DP_HIST_SUB + sub + 1) << (msb - 2);
-}
 
 /** Run one burst received on port through the pipeline (the lcore's own burst). */
 void dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n);

@@ -21,10 +21,6 @@
 
 #include "dp_switch.h"
 
-_Static_assert((int)DP_OP_SUM == (int)CTL_REDUCE_SUM && (int)DP_OP_AVG == (int)CTL_REDUCE_AVG &&
-		   (int)DP_OP_MAX == (int)CTL_REDUCE_MAX && (int)DP_OP_MIN == (int)CTL_REDUCE_MIN,
-	       "dp_op and ctl_reduce share values");
-
 static struct rte_mempool *
 pool_create(const struct dp_switch_conf *c, const char *what, unsigned int n, unsigned int data)
 {

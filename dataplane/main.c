@@ -26,6 +26,7 @@
 #include <rte_log.h>
 #include <rte_rcu_qsbr.h>
 
+#include "cmn_addr.h"
 #include "ctl_client.h"
 #include "ctl_endpoint.h"
 #include "dp_switch.h"
@@ -184,7 +185,7 @@ parse_args(int argc, char **argv, struct options *o)
 				o->ctl.sin_port = 0;
 				break;
 			}
-			if (ctl_parse_addr(optarg, CAIS_CTL_PORT, &o->ctl) != 0) {
+			if (cmn_parse_addr(optarg, CAIS_CTL_PORT, &o->ctl) != 0) {
 				fprintf(stderr, "cais-switch: --ctl: '%s' is not A.B.C.D:PORT\n",
 					optarg);
 				return -1;

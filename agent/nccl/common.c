@@ -19,6 +19,7 @@
 
 #include <cais/cais.h>
 
+#include "cmn_addr.h"
 #include "plugin.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -89,31 +90,6 @@ env_u16(const char *name, uint16_t max, uint16_t *out)
 		*out = (uint16_t)v;
 }
 
-/* "A.B.C.D[:PORT]" */
-static bool
-parse_addr(const char *s, uint16_t def_port, struct sockaddr_in *a)
-{
-	char host[64];
-	const char *colon = strchr(s, ':');
-	size_t n = colon ? (size_t)(colon - s) : strlen(s);
-	unsigned long port = def_port;
-	char *end;
-
-	if (n == 0 || n >= sizeof(host))
-		return false;
-	memcpy(host, s, n);
-	host[n] = '\0';
-	if (colon) {
-		port = strtoul(colon + 1, &end, 10);
-		if (end == colon + 1 || *end || port == 0 || port > 65535)
-			return false;
-	}
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	a->sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &a->sin_addr) == 1;
-}
-
 static void
 read_conf(void)
 {
@@ -134,7 +110,7 @@ read_conf(void)
 	conf.retx_us = 500;
 	conf.check_every = 100;
 	if (sw && *sw) {
-		conf.have_switch = parse_addr(sw, 51733, &conf.sw);
+		conf.have_switch = cmn_parse_addr(sw, CAIS_UDP_PORT, &conf.sw) == 0;
 		if (!conf.have_switch)
 			NP_WARN("CAIS: CAIS_SWITCH='%s' is not A.B.C.D[:PORT]; CollNet is off", sw);
 	}

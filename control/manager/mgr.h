@@ -28,9 +28,6 @@
 
 #include "ctl.h"
 
-/** Default port of the manager's endpoint. */
-#define MGR_PORT 51735u
-
 /** Limits, with their reasons. */
 /** Job and tenant names: 1..64 characters (E3). */
 #define MGR_NAME_CHARS	  64u

@@ -12,6 +12,7 @@
 
 #include <cais/proto.h>
 
+#include "cmn_addr.h"
 #include "ctl_client.h"
 #include "mgr.h"
 
@@ -65,7 +66,7 @@ mgr_conf_init(struct mgr_conf *c)
 	memset(c, 0, sizeof(*c));
 	c->listen.sin_family = AF_INET;
 	c->listen.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	c->listen.sin_port = htons(MGR_PORT);
+	c->listen.sin_port = htons(CAIS_MGR_PORT);
 	c->switch_ctl = c->listen;
 	c->switch_ctl.sin_port = htons(CAIS_CTL_PORT);
 	snprintf(c->db, sizeof(c->db), "cais-manager.db");
@@ -145,7 +146,7 @@ mgr_usage(FILE *f)
 	    "granted from counters in the store and never granted twice, also after job.end\n"
 	    "and across restarts; when all 65535 are used, registrations get ENOSPC.\n"
 	    "SIGINT and SIGTERM stop it cleanly; the switch's lease then runs out.\n",
-	    CAIS_UDP_PORT, MGR_PORT, CAIS_CTL_PORT, CAIS_MAX_ELEMS);
+	    CAIS_UDP_PORT, CAIS_MGR_PORT, CAIS_CTL_PORT, CAIS_MAX_ELEMS);
 }
 
 static int
@@ -195,7 +196,7 @@ static int
 parse_addr(const char *opt, const char *v, uint16_t port, struct sockaddr_in *out,
 	   struct ctl_err *err)
 {
-	if (ctl_parse_addr(v, port, out) != 0)
+	if (cmn_parse_addr(v, port, out) != 0)
 		return ctl_fail(err, EINVAL, "--%s: '%.60s' is not A.B.C.D%s", opt, v,
 				port ? "[:PORT]" : ":PORT");
 	if (!port && !strchr(v, ':'))
@@ -211,7 +212,7 @@ set_opt(struct mgr_conf *c, int id, const char *name, const char *v, struct ctl_
 
 	switch (id) {
 	case OPT_LISTEN:
-		return parse_addr(name, v, MGR_PORT, &c->listen, err);
+		return parse_addr(name, v, CAIS_MGR_PORT, &c->listen, err);
 	case OPT_KEY:
 		return parse_path(name, v, c->key_file, sizeof(c->key_file), err);
 	case OPT_SWITCH_CTL:

@@ -108,7 +108,7 @@ tensor_add(struct mgr *m, const struct mgr_job *j, const struct mgr_tensor *t, s
 {
 	json_t *args =
 	    json_pack("{s:i, s:i, s:I, s:s, s:f}", "tenant", j->tenant, "session", j->session,
-		      "tensor", (json_int_t)t->id, "op", ctl_reduce_name(t->op), "scale", t->scale);
+		      "tensor", (json_int_t)t->id, "op", cais_op_name(t->op), "scale", t->scale);
 	int rc = mgr_switch_call(m, "tensor.add", args, NULL, err);
 
 	/* the session is ours alone (ids are never reused): an entry there is ours too */
@@ -601,19 +601,17 @@ cmd_job_status(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *e
 }
 
 static int
-parse_op(const json_t *args, enum ctl_reduce *op, struct ctl_err *err)
+parse_op(const json_t *args, enum cais_redop *op, struct ctl_err *err)
 {
 	const char *s;
 	int rc;
 
 	if ((rc = ctl_get_string(args, "op", &s, err)))
 		return rc;
-	for (int i = 0; i < CTL_REDUCE_COUNT; i++)
-		if (strcmp(s, ctl_reduce_name((enum ctl_reduce)i)) == 0) {
-			*op = (enum ctl_reduce)i;
-			return 0;
-		}
-	return ctl_fail(err, EINVAL, "field 'op' must be sum, avg, max or min");
+	if ((rc = cais_op_parse(s)) < 0)
+		return ctl_fail(err, EINVAL, "field 'op' must be sum, avg, max or min");
+	*op = (enum cais_redop)rc;
+	return 0;
 }
 
 static int
@@ -641,7 +639,7 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 			cur = &t[i];
 	if (cur && cur->op != x.op)
 		return ctl_fail(err, EEXIST, "tensor %u of job '%.64s' is registered with op %s",
-				cur->id, name, ctl_reduce_name(cur->op));
+				cur->id, name, cais_op_name(cur->op));
 	if (!cur && n >= MGR_MAX_TENSORS)
 		return ctl_fail(err, ENOSPC, "job '%.64s' has %u tensors, the most a job may have",
 				name, MGR_MAX_TENSORS);
@@ -652,7 +650,7 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 		    mgr_store_commit(m->store))
 			return store_fail(m, err);
 		mgr_log(MGR_LOG_INFO, "job '%s': tensor %u registered (%s)", name, x.id,
-			ctl_reduce_name(x.op));
+			cais_op_name(x.op));
 		cur = &x;
 	}
 	if (j.on_switch && !cur->installed) {
@@ -669,7 +667,7 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 	}
 	json_object_set_new(res, "job", json_string(name));
 	json_object_set_new(res, "tensor", json_integer(cur->id));
-	json_object_set_new(res, "op", json_string(ctl_reduce_name(cur->op)));
+	json_object_set_new(res, "op", json_string(cais_op_name(cur->op)));
 	json_object_set_new(res, "installed", json_boolean(cur->installed));
 	json_object_set_new(res, "scale", json_real(cur->scale));
 	if (!cur->installed)

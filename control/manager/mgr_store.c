@@ -476,7 +476,7 @@ mgr_store_tensors(struct mgr_store *st, const char *job, struct mgr_tensor *t, u
 		struct mgr_tensor *x = &t[(*n)++];
 
 		x->id = (uint32_t)sqlite3_column_int64(s, 0);
-		x->op = (enum ctl_reduce)sqlite3_column_int(s, 1);
+		x->op = (enum cais_redop)sqlite3_column_int(s, 1);
 		x->installed = sqlite3_column_int(s, 2) != 0;
 		x->scale = sqlite3_column_double(s, 3);
 	}

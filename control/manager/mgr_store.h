@@ -53,7 +53,7 @@ struct mgr_member {
 
 struct mgr_tensor {
 	uint32_t id;
-	enum ctl_reduce op;
+	enum cais_redop op;
 	bool installed;
 	double scale; /**< the current one (tensor.add, step answers) */
 };

@@ -47,6 +47,8 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
+#include <cais/proto.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,13 +61,11 @@ enum cais_datatype {
 	CAIS_INT32 = 3,
 };
 
-/** Reductions. avg is a sum divided by the world size (int32: rounded toward 0). */
-enum cais_redop {
-	CAIS_OP_SUM = 0,
-	CAIS_OP_AVG = 1,
-	CAIS_OP_MAX = 2,
-	CAIS_OP_MIN = 3,
-};
+/*
+ * Reductions: enum cais_redop of <cais/proto.h> (CAIS_OP_SUM, CAIS_OP_AVG,
+ * CAIS_OP_MAX, CAIS_OP_MIN). avg is a sum divided by the world size (int32:
+ * rounded toward 0).
+ */
 
 /** Which path collectives take. The same on every rank of a session. */
 enum cais_path {

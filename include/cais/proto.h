@@ -63,7 +63,8 @@ typedef uint32_t cais_be32_t;
 #define CAIS_MAGIC	    0xCA15u /**< first two bytes of every CAIS header */
 #define CAIS_VERSION	    1u	    /**< protocol version in the high nibble of ver_type */
 #define CAIS_UDP_PORT	    51733u  /**< default data port (0xCA15) */
-#define CAIS_CTL_PORT	    51734u  /**< default control endpoint port */
+#define CAIS_CTL_PORT	    51734u  /**< default control endpoint port (cais-switch) */
+#define CAIS_MGR_PORT	    51735u  /**< default control port of cais-manager */
 #define CAIS_HDR_LEN	    24u	    /**< size of struct cais_hdr */
 #define CAIS_RANK_NONE	    0xFFu   /**< rank field of RESULT and REJECT */
 #define CAIS_MAX_WORLD	    255u    /**< world size n: 1..255 (rank 0xFF is reserved) */
@@ -108,6 +109,17 @@ typedef uint32_t cais_be32_t;
 /** Payload element types on the wire (the dtype field): X(name, value, text). */
 #define CAIS_DTYPES(X) X(FIXED32, 0, "fixed32")
 
+/**
+ * Reduce operations of a tensor entry (section 2): X(name, value, text).
+ * The switch aggregates avg as sum; hosts divide by n. The same values in
+ * the agent's API (cais.h), the control requests and the switch's tables.
+ */
+#define CAIS_REDOPS(X)                                                                             \
+	X(SUM, 0, "sum")                                                                           \
+	X(AVG, 1, "avg")                                                                           \
+	X(MAX, 2, "max")                                                                           \
+	X(MIN, 3, "min")
+
 /** Outcome of cais_hdr_check(): X(name, text). OK first. */
 #define CAIS_HDR_CHECKS(X)                                                                         \
 	X(OK, "ok")                                                                                \
@@ -128,6 +140,9 @@ enum cais_reason { CAIS_R_NONE = 0, CAIS_REASONS(CAIS_X_ENUM) CAIS_R_MAX };
 #undef CAIS_X_ENUM
 #define CAIS_X_ENUM(name, val, text) CAIS_DT_##name = val,
 enum cais_wire_dtype { CAIS_DTYPES(CAIS_X_ENUM) };
+#undef CAIS_X_ENUM
+#define CAIS_X_ENUM(name, val, text) CAIS_OP_##name = val,
+enum cais_redop { CAIS_REDOPS(CAIS_X_ENUM) CAIS_OP_COUNT };
 #undef CAIS_X_ENUM
 #define CAIS_X_ENUM(name, text) CAIS_HDR_##name,
 enum cais_hdr_check { CAIS_HDR_CHECKS(CAIS_X_ENUM) CAIS_HDR_CHECK_MAX };
@@ -225,6 +240,29 @@ cais_flag_name(unsigned int flag)
 		CAIS_FLAGS(CAIS_X_CASE) default : return "?";
 	}
 #undef CAIS_X_CASE
+}
+
+/** @return the name of a reduce operation ("sum", ...), "?" if undefined. */
+static inline const char *
+cais_op_name(unsigned int op)
+{
+#define CAIS_X_CASE(name, val, text)                                                               \
+	case val:                                                                                  \
+		return text;
+	switch (op) {
+		CAIS_REDOPS(CAIS_X_CASE) default : return "?";
+	}
+#undef CAIS_X_CASE
+}
+
+/** @return the reduce operation named s ("sum", ...), or -1. */
+static inline int
+cais_op_parse(const char *s)
+{
+	for (unsigned int op = 0; op < CAIS_OP_COUNT; op++)
+		if (s && strcmp(s, cais_op_name(op)) == 0)
+			return (int)op;
+	return -1;
 }
 
 /** @return the text of a cais_hdr_check() outcome. */

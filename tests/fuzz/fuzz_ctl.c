@@ -341,12 +341,12 @@ model_tensor_add(const json_t *a)
 	M.t.tensor = M.tensor;
 	op = str_field(a, "op");
 	if (op) {
-		for (i = 0; i < CTL_REDUCE_COUNT; i++)
-			if (strcmp(op, ctl_reduce_name((enum ctl_reduce)i)) == 0)
+		for (i = 0; i < CAIS_OP_COUNT; i++)
+			if (strcmp(op, cais_op_name((enum cais_redop)i)) == 0)
 				break;
-		if (i == CTL_REDUCE_COUNT)
+		if (i == CAIS_OP_COUNT)
 			flag("op");
-		M.t.op = (enum ctl_reduce)i;
+		M.t.op = (enum cais_redop)i;
 	}
 	sc = json_object_get(a, "scale");
 	/* > 0 and finite; the switch also bounds it by 1e300 (ctl_request.c) */
@@ -551,7 +551,7 @@ static int
 f_tensor_add(void *ctx, const struct ctl_tensor *t, struct ctl_err *err)
 {
 	(void)ctx;
-	CHECK((unsigned int)t->op < CTL_REDUCE_COUNT, "op %d", (int)t->op);
+	CHECK((unsigned int)t->op < CAIS_OP_COUNT, "op %d", (int)t->op);
 	CHECK(t->scale > 0 && isfinite(t->scale), "scale %g", t->scale);
 	if (M.valid && M.cmd == C_TADD)
 		CHECK(t->tenant == M.t.tenant && t->session == M.t.session &&

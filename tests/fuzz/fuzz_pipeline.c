@@ -392,18 +392,18 @@ model_op(const struct msession *s, uint32_t tensor)
 	if (s->tenant == FZ_A_TENANT) {
 		switch (tensor) {
 		case 1:
-			return DP_OP_SUM;
+			return CAIS_OP_SUM;
 		case 2:
-			return toggle_tensor_present ? DP_OP_MAX : -1;
+			return toggle_tensor_present ? CAIS_OP_MAX : -1;
 		case 3:
-			return DP_OP_MIN;
+			return CAIS_OP_MIN;
 		case 4:
-			return DP_OP_AVG;
+			return CAIS_OP_AVG;
 		default:
 			return -1;
 		}
 	}
-	return tensor == FZ_B_TENSOR ? DP_OP_SUM : -1;
+	return tensor == FZ_B_TENSOR ? CAIS_OP_SUM : -1;
 }
 
 static void
@@ -489,9 +489,9 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 		for (unsigned int i = 0; i < h->count; i++) {
 			int64_t v = be32_at(payload + 4 * i);
 
-			if (op == DP_OP_MAX)
+			if (op == CAIS_OP_MAX)
 				sl->acc[i] = v > sl->acc[i] ? v : sl->acc[i];
-			else if (op == DP_OP_MIN)
+			else if (op == CAIS_OP_MIN)
 				sl->acc[i] = v < sl->acc[i] ? v : sl->acc[i];
 			else
 				sl->acc[i] += v;
@@ -794,7 +794,7 @@ install(void)
 	static struct ctl_session cs; /* big: members[255] */
 	struct ctl_tensor ct = {0};
 	struct ctl_err err = {0};
-	static const uint8_t ops[] = {DP_OP_SUM, DP_OP_MAX, DP_OP_MIN, DP_OP_AVG};
+	static const uint8_t ops[] = {CAIS_OP_SUM, CAIS_OP_MAX, CAIS_OP_MIN, CAIS_OP_AVG};
 
 	memset(&cs, 0, sizeof(cs));
 	cs.tenant = FZ_A_TENANT;
@@ -814,7 +814,7 @@ install(void)
 		ct.tenant = FZ_A_TENANT;
 		ct.session = FZ_A_SESSION;
 		ct.tensor = t + 1;
-		ct.op = (enum ctl_reduce)ops[t];
+		ct.op = (enum cais_redop)ops[t];
 		ct.scale = 1024;
 		if (dp_tensor_add(sw, &ct, &err) != 0)
 			VIOLATION("tensor.add: %s", err.msg);
@@ -836,7 +836,7 @@ install(void)
 	ct.tenant = FZ_B_TENANT;
 	ct.session = FZ_B_SESSION;
 	ct.tensor = FZ_B_TENSOR;
-	ct.op = CTL_REDUCE_SUM;
+	ct.op = CAIS_OP_SUM;
 	if (dp_tensor_add(sw, &ct, &err) != 0)
 		VIOLATION("tensor.add B: %s", err.msg);
 	toggle_tensor_present = true;
@@ -854,7 +854,7 @@ toggle_tensor(void)
 		struct ctl_tensor ct = {.tenant = FZ_A_TENANT,
 					.session = FZ_A_SESSION,
 					.tensor = FZ_TOGGLE_TENSOR,
-					.op = CTL_REDUCE_MAX,
+					.op = CAIS_OP_MAX,
 					.scale = 1};
 
 		if (dp_tensor_add(sw, &ct, &err) != 0)

@@ -112,7 +112,7 @@ MGMT_IP=${TB_MGMT_IP_1%.*}.254 # the bridge, in this namespace
 head -c 32 /dev/urandom >"$WORK/switch.key"
 head -c 32 /dev/urandom >"$WORK/manager.key"
 CTL_PORT=$((52000 + $$ % 1000))
-MGR_PORT=$((53000 + $$ % 1000))
+CAIS_MGR_PORT=$((53000 + $$ % 1000))
 ns() { eval "echo \$TB_NS_$1"; }
 hip() { eval "echo \$TB_IP_$1"; }
 
@@ -123,12 +123,12 @@ start_switch() {
 }
 
 start_manager() { # extra options
-	"$MANAGER" --agg "$TB_AGG_IP" --listen "$MGMT_IP:$MGR_PORT" --key "$WORK/manager.key" \
+	"$MANAGER" --agg "$TB_AGG_IP" --listen "$MGMT_IP:$CAIS_MGR_PORT" --key "$WORK/manager.key" \
 		--switch-ctl "127.0.0.1:$CTL_PORT" --switch-key "$WORK/switch.key" \
 		--db "$WORK/manager.db" --lease-ms 1500 --poll-ms 500 "$@" >>"$MGRLOG" 2>&1 &
 	MGR_PID=$!
 	for _ in $(seq 1 100); do
-		"$CTL" -m "$MGMT_IP:$MGR_PORT" -k "$WORK/manager.key" -t 300 ping >/dev/null 2>&1 && return 0
+		"$CTL" -m "$MGMT_IP:$CAIS_MGR_PORT" -k "$WORK/manager.key" -t 300 ping >/dev/null 2>&1 && return 0
 		kill -0 "$MGR_PID" 2>/dev/null || fatal "cais-manager exited during start"
 		sleep 0.1
 	done
@@ -142,7 +142,7 @@ stop_manager() {
 }
 
 sctl() { "$CTL" -s "127.0.0.1:$CTL_PORT" -k "$WORK/switch.key" -t 2000 "$@"; }
-mctl() { "$CTL" -m "$MGMT_IP:$MGR_PORT" -k "$WORK/manager.key" -t 2000 "$@"; }
+mctl() { "$CTL" -m "$MGMT_IP:$CAIS_MGR_PORT" -k "$WORK/manager.key" -t 2000 "$@"; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # Run a job on hosts (list of indices) through the manager; logs label.hN.log.
@@ -154,7 +154,7 @@ job_start() {
 	JOB_PIDS[$label]=""
 	for i in "${hosts[@]}"; do
 		timeout -k 5 "$HOST_TIMEOUT" ip netns exec "$(ns "$i")" "$PERF" --rank $r \
-			--world ${#hosts[@]} --manager "$MGMT_IP:$MGR_PORT" --manager-key "$WORK/manager.key" \
+			--world ${#hosts[@]} --manager "$MGMT_IP:$CAIS_MGR_PORT" --manager-key "$WORK/manager.key" \
 			--job "$job" --tenant-name "$tenant" --data "$(hip "$i"):$PORT" --check \
 			--check-every 0 --retries 16 "$@" >"$WORK/$label.h$i.log" 2>&1 &
 		JOB_PIDS[$label]+=" $!"
@@ -178,7 +178,7 @@ summary() { grep -m1 '^# summary ' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
 say "cais-switch: keyed endpoint 127.0.0.1:$CTL_PORT, no --config"
 start_switch
-say "cais-manager on $MGMT_IP:$MGR_PORT (keyed), lease 1.5 s"
+say "cais-manager on $MGMT_IP:$CAIS_MGR_PORT (keyed), lease 1.5 s"
 start_manager
 # on 2 cores the switch is the bottleneck: with the default queue-depth threshold its
 # RESULTs say CONGESTED and the manager (rightly) offloads less; these cases want the

@@ -39,6 +39,8 @@
 
 #include <cais/proto.h>
 
+#include "cmn_addr.h"
+
 #define PROG		  "cais-rawhost"
 #define BATCH		  64 /* datagrams per sendmmsg/recvmmsg */
 #define RX_BUF		  (CAIS_HDR_LEN + 4u * CAIS_MAX_ELEMS + 64u) /* a longer datagram is an error */
@@ -298,24 +300,8 @@ parse_pct(const char *opt, const char *s, double max)
 static void
 parse_addr(const char *opt, const char *s, uint16_t default_port, struct sockaddr_in *out)
 {
-	char host[64];
-	const char *colon = strchr(s, ':');
-	size_t n = colon ? (size_t)(colon - s) : strlen(s);
-
-	memset(out, 0, sizeof(*out));
-	out->sin_family = AF_INET;
-	if (n >= sizeof(host))
+	if (cmn_parse_addr(s, default_port, out) != 0)
 		usage_error("%s: '%s' is not IP%s", opt, s, default_port ? "[:PORT]" : ":PORT");
-	memcpy(host, s, n);
-	host[n] = '\0';
-	if (inet_pton(AF_INET, host, &out->sin_addr) != 1)
-		usage_error("%s: '%s' is not an IPv4 address", opt, host);
-	if (colon)
-		out->sin_port = htons((uint16_t)parse_int(opt, colon + 1, 1, 65535));
-	else if (default_port)
-		out->sin_port = htons(default_port);
-	else
-		usage_error("%s: '%s' needs a port (IP:PORT)", opt, s);
 }
 
 static void

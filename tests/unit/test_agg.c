@@ -159,17 +159,6 @@ t_saturation(void **state)
 	}
 }
 
-static void
-t_names(void **state)
-{
-	(void)state;
-	assert_string_equal(dp_op_name(DP_OP_SUM), "sum");
-	assert_string_equal(dp_op_name(DP_OP_AVG), "avg");
-	assert_string_equal(dp_op_name(DP_OP_MAX), "max");
-	assert_string_equal(dp_op_name(DP_OP_MIN), "min");
-	assert_string_equal(dp_op_name((enum dp_op)99), "?");
-}
-
 int
 main(void)
 {
@@ -177,7 +166,6 @@ main(void)
 	    cmocka_unit_test(t_scalar),
 	    cmocka_unit_test(t_avx2),
 	    cmocka_unit_test(t_saturation),
-	    cmocka_unit_test(t_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,12 +161,12 @@ t_other_commands(void **state)
 	   "\"op\":\"max\",\"scale\":0.5}}",
 	   "tensor.add");
 	assert_int_equal(F.t.tensor, 4294967295u);
-	assert_int_equal(F.t.op, CTL_REDUCE_MAX);
+	assert_int_equal(F.t.op, CAIS_OP_MAX);
 	assert_true(F.t.scale == 0.5);
 	ok("{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":2,\"tensor\":1,"
 	   "\"op\":\"avg\",\"scale\":1024}}",
 	   "tensor.add");
-	assert_int_equal(F.t.op, CTL_REDUCE_AVG);
+	assert_int_equal(F.t.op, CAIS_OP_AVG);
 	bad("{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":2,\"tensor\":1,"
 	    "\"op\":\"prod\",\"scale\":1}}",
 	    "op");
@@ -257,7 +257,7 @@ t_op_errors(void **state)
 	assert_string_equal(ctl_errname(EBUSY), "EBUSY");
 	assert_string_equal(ctl_errname(EPERM), "EPERM");
 	assert_string_equal(ctl_errname(EINVAL), "EINVAL");
-	assert_string_equal(ctl_reduce_name(CTL_REDUCE_MIN), "min");
+	assert_string_equal(cais_op_name(CAIS_OP_MIN), "min");
 	assert_string_equal(ctl_mode_name(CTL_MODE_FORWARD_ONLY), "forward_only");
 }
 

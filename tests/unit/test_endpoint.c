@@ -421,7 +421,7 @@ all_good(struct ctl_endpoint *ep, const struct ctl_key *key)
 	assert_int_equal(F.t.tenant, 1);
 	assert_int_equal(F.t.session, 2);
 	assert_int_equal(F.t.tensor, 4294967295u);
-	assert_int_equal(F.t.op, CTL_REDUCE_MIN);
+	assert_int_equal(F.t.op, CAIS_OP_MIN);
 	assert_true(F.t.scale == 1e-300);
 	good0(ep, key,
 	      rq(9, TS,
@@ -431,21 +431,21 @@ all_good(struct ctl_endpoint *ep, const struct ctl_key *key)
 	assert_int_equal(F.t.tenant, 8);
 	assert_int_equal(F.t.session, 9);
 	assert_int_equal(F.t.tensor, 0);
-	assert_int_equal(F.t.op, CTL_REDUCE_SUM);
+	assert_int_equal(F.t.op, CAIS_OP_SUM);
 	assert_true(F.t.scale == 1024.0);
 	good0(ep, key,
 	      rq(10, TS,
 		 "\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":2,\"tensor\":3,"
 		 "\"op\":\"avg\",\"scale\":0.25}"),
 	      "tensor.add", 10);
-	assert_int_equal(F.t.op, CTL_REDUCE_AVG);
+	assert_int_equal(F.t.op, CAIS_OP_AVG);
 	assert_true(F.t.scale == 0.25);
 	good0(ep, key,
 	      rq(11, TS,
 		 "\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":2,\"tensor\":3,"
 		 "\"op\":\"max\",\"scale\":1e300}"),
 	      "tensor.add", 11);
-	assert_int_equal(F.t.op, CTL_REDUCE_MAX);
+	assert_int_equal(F.t.op, CAIS_OP_MAX);
 	assert_true(F.t.scale == 1e300);
 
 	good0(

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "cmn_addr.h"
 #include "ctl_client.h"
 #include "ctl_endpoint.h"
 #include "mgr.h"
@@ -282,7 +283,7 @@ conf_default(void)
 {
 	mgr_conf_init(&conf);
 	conf.log_level = getenv("MGR_TEST_LOG") ? MGR_LOG_DEBUG : MGR_LOG_ERROR;
-	assert_int_equal(ctl_parse_addr("10.0.0.254", 51733, &conf.agg), 0);
+	assert_int_equal(cmn_parse_addr("10.0.0.254", 51733, &conf.agg), 0);
 	conf.has_agg = true;
 	conf.switch_ctl.sin_port = htons(F.port);
 	snprintf(conf.switch_key_file, sizeof(conf.switch_key_file), "%s/switch.key", tmpdir);
@@ -929,7 +930,7 @@ test_lifecycle(void **state)
 	}
 	assert_int_equal(F.tensor_add, 2);
 	assert_int_equal(F.tensors[0].tensor, 3); /* in id order */
-	assert_int_equal(F.tensors[0].op, CTL_REDUCE_MAX);
+	assert_int_equal(F.tensors[0].op, CAIS_OP_MAX);
 	assert_true(F.tensors[0].scale == 1024.0);
 	assert_int_equal(F.tensors[1].tensor, 7);
 	assert_int_equal(F.tensors[1].tenant, t);
@@ -1511,7 +1512,7 @@ test_conf(void **state)
 		assert_int_equal(ntohs(c.agg.sin_port), 6000);
 		assert_string_equal(c.db, "/tmp/x.db");
 		assert_int_equal(c.poll_ms, 1000);
-		assert_int_equal(ntohs(c.listen.sin_port), MGR_PORT);
+		assert_int_equal(ntohs(c.listen.sin_port), CAIS_MGR_PORT);
 	}
 	{
 		char *argv[] = {"cais-manager", "--help", NULL};

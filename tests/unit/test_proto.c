@@ -60,6 +60,7 @@ test_sizes(void **state)
 	assert_int_equal(CAIS_UDP_PORT, 51733);
 	assert_int_equal(CAIS_UDP_PORT, 0xCA15);
 	assert_int_equal(CAIS_CTL_PORT, 51734);
+	assert_int_equal(CAIS_MGR_PORT, 51735);
 	assert_int_equal(CAIS_FRAME_HDR_OFF, 14 + 20 + 8);
 	assert_int_equal(CAIS_FRAME_OVERHEAD, 14 + 20 + 8 + 24);
 	assert_int_equal(CAIS_RANK_NONE, 0xFF);
@@ -359,6 +360,25 @@ test_names(void **state)
 	}
 }
 
+/* One definition of the reduce operations: names and values both ways. */
+static void
+test_op_names(void **state)
+{
+	(void)state;
+	assert_string_equal(cais_op_name(CAIS_OP_SUM), "sum");
+	assert_string_equal(cais_op_name(CAIS_OP_AVG), "avg");
+	assert_string_equal(cais_op_name(CAIS_OP_MAX), "max");
+	assert_string_equal(cais_op_name(CAIS_OP_MIN), "min");
+	assert_string_equal(cais_op_name(CAIS_OP_COUNT), "?");
+	assert_int_equal(CAIS_OP_SUM, 0);
+	assert_int_equal(CAIS_OP_MIN, 3);
+	for (unsigned int op = 0; op < CAIS_OP_COUNT; op++)
+		assert_int_equal(cais_op_parse(cais_op_name(op)), (int)op);
+	assert_int_equal(cais_op_parse("SUM"), -1);
+	assert_int_equal(cais_op_parse(""), -1);
+	assert_int_equal(cais_op_parse(NULL), -1);
+}
+
 static void
 test_seq_before(void **state)
 {
@@ -517,6 +537,7 @@ main(void)
 	    cmocka_unit_test(test_sizes),	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_wire_bytes),	    cmocka_unit_test(test_hdr_check),
 	    cmocka_unit_test(test_hdr_check_exact), cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_op_names),
 	    cmocka_unit_test(test_seq_before),	    cmocka_unit_test(test_pool_size_ok),
 	    cmocka_unit_test(test_slot_field),	    cmocka_unit_test(test_data_fields),
 	};

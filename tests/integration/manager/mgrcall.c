@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmn_addr.h"
 #include "ctl_client.h"
 
 static const json_t *
@@ -45,7 +46,7 @@ main(int argc, char **argv)
 	json_t *args = NULL, *res = NULL;
 	int timeout = 3000, i = 2, rc;
 
-	if (argc < 3 || ctl_parse_addr(argv[1], 0, &addr) != 0 || !addr.sin_port) {
+	if (argc < 3 || cmn_parse_addr(argv[1], 0, &addr) != 0 || !addr.sin_port) {
 		fprintf(stderr,
 			"usage: %s ADDR:PORT [--key FILE] [--timeout MS] [--get PATH] CMD "
 			"[ARGS_JSON]\n",
