@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The switch's control requests (PROTOCOL.md section 4), without DPDK.
+ * The switch's control requests (docs/PROTOCOL.md section 4), without
+ * DPDK: the server side of the switch's table (ctl_request.c).
  *
  * A request is `{"cmd": "<name>", "args": {...}}` (the endpoint adds "id"
  * and "ts"). ctl_dispatch() checks every argument and only then calls one
  * function of a struct ctl_ops, the table operations the switch provides.
- * The same path serves `cais-switch --config FILE` (ctl_apply_file()) and,
- * later, the UDP endpoint, so both accept and refuse exactly the same input.
- * Nothing malformed reaches an operation, so a malformed request never
- * changes any state.
+ * The same path serves `cais-switch --config FILE` (ctl_apply_file()) and
+ * the UDP endpoint (ctl_endpoint.h), so both accept and refuse exactly the
+ * same input. Nothing malformed reaches an operation, so a malformed
+ * request never changes any state.
  */
 #ifndef CTL_H
 #define CTL_H
@@ -21,45 +22,7 @@
 
 #include <cais/proto.h>
 
-/** Error codes of PROTOCOL.md section 4 (errno values). */
-#define CTL_ERRORS(X)                                                                              \
-	X(EINVAL)                                                                                  \
-	X(ENOENT)                                                                                  \
-	X(EEXIST)                                                                                  \
-	X(ENOSPC)                                                                                  \
-	X(EPERM)                                                                                   \
-	X(EBUSY)
-
-/** An error: its errno code and a message naming the field or the reason. */
-struct ctl_err {
-	int code; /**< positive errno value, 0 when none */
-	char msg[256];
-};
-
-/**
- * Record an error.
- * @return -code, so that `return ctl_fail(err, EINVAL, "...")` reads well
- */
-int ctl_fail(struct ctl_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/** @return "EINVAL", ... for a code (either sign); "EINVAL" for unknown ones. */
-const char *ctl_errname(int code);
-
-/*
- * Fields of a JSON request object (the switch's and the manager's): each
- * returns 0, or ctl_fail(err, EINVAL, ...) naming the field.
- */
-/** Every member of obj must be one of the names in allowed (NULL-ended). */
-int ctl_check_fields(const json_t *obj, const char *const *allowed, struct ctl_err *err);
-/** An integer field in [min, max]; when optional and absent, *out is kept. */
-int ctl_get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
-		 uint64_t *out, struct ctl_err *err);
-/** A finite number in [min, max]; *present says whether the field was there. */
-int ctl_get_number(const json_t *obj, const char *name, double min, double max, bool required,
-		   bool *present, double *out, struct ctl_err *err);
-/** A string field (required). */
-int ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err);
+#include "ctl_err.h"
 
 /** Switch modes of mode.set. */
 enum ctl_mode { CTL_MODE_COMPUTE, CTL_MODE_FORWARD_ONLY };
@@ -99,6 +62,7 @@ struct ctl_tensor {
 	uint32_t tensor;
 	enum cais_redop op;
 	double scale; /**< > 0, finite; hosts use it, the switch only records it */
+	uint8_t wire; /**< the tensor's wire dtype, CAIS_DT_* (default FIXED32) */
 };
 
 /** thresholds.set arguments; a missing one keeps its value. */

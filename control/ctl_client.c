@@ -11,7 +11,7 @@
 
 #include "ctl_client.h"
 
-#define CTL_RETRY_MS	200
+/* Replies that refuse a ts as replayed, taken before giving up. */
 #define CTL_MAX_REPLAYS 5
 
 /* ids and ts are per process: an endpoint refuses a ts not newer than the last it accepted */
@@ -88,6 +88,65 @@ take_reply(const char *rx, size_t n, json_int_t first_id, json_int_t id, json_t 
 	return 1;
 }
 
+/*
+ * One try: {"id", "ts", "cmd", "args"} in req, with a fresh id and ts,
+ * framed and sent. @return 0, or -code with err
+ */
+static int
+send_try(int fd, const struct ctl_key *key, json_t *req, json_int_t id, const char *cmd,
+	 json_t *args, uint8_t *dgram, struct ctl_err *err, struct ctl_call_info *info)
+{
+	char *json;
+	int len;
+
+	json_object_set_new(req, "id", json_integer(id));
+	json_object_set_new(req, "ts", json_integer(fresh_ts()));
+	json_object_set_new(req, "cmd", json_string(cmd));
+	if (args)
+		json_object_set(req, "args", args);
+	json = json_dumps(req, JSON_COMPACT);
+	len = json ? ctl_frame(key, json, strlen(json), dgram, CTL_MAX_DGRAM) : -ENOMEM;
+	free(json);
+	if (len < 0)
+		return ctl_fail(err, EMSGSIZE, "request larger than %u bytes", CTL_MAX_DGRAM);
+	if (send(fd, dgram, (size_t)len, 0) < 0) {
+		if (errno != ECONNREFUSED)
+			return ctl_fail(err, errno, "send: %s", strerror(errno));
+		info->refused = true;
+	}
+	return 0;
+}
+
+/*
+ * Wait until `until` (ctl_now_ms()) for a reply to the tries up to id.
+ * @return take_reply()'s verdict on the last datagram: 1 the answer, 2 a
+ *         replayed ts, 0 nothing of ours came
+ */
+static int
+wait_reply(int fd, int64_t until, char *rx, json_int_t id, json_t **result, struct ctl_err *err,
+	   struct ctl_call_info *info)
+{
+	int64_t now;
+	int got = 0;
+
+	while (!got && (now = ctl_now_ms()) < until) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, (int)(until - now)) <= 0)
+			continue;
+		n = recv(fd, rx, CTL_MAX_DGRAM, MSG_DONTWAIT);
+		if (n < 0) {
+			/* an ICMP port unreachable, consumed: wait out the interval */
+			if (errno == ECONNREFUSED)
+				info->refused = true;
+			continue;
+		}
+		got = take_reply(rx, (size_t)n, 1, id, result, err, info);
+	}
+	return got;
+}
+
 int
 ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
 	      json_t *args, int timeout_ms, json_t **result, struct ctl_err *err,
@@ -118,9 +177,8 @@ ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const c
 		goto out;
 	}
 	for (;;) {
-		int64_t now = ctl_now_ms(), next;
-		char *json;
-		int len, got = 0;
+		int64_t now = ctl_now_ms();
+		int got;
 
 		if (now >= deadline) {
 			rc = ctl_fail(err, ETIMEDOUT, "no reply to '%s' within %d ms (%d tries%s)",
@@ -130,43 +188,11 @@ ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const c
 			goto out;
 		}
 		/* a fresh ts every time: a lost request may have been accepted */
-		id++;
 		info->tries++;
-		json_object_set_new(req, "id", json_integer(id));
-		json_object_set_new(req, "ts", json_integer(fresh_ts()));
-		json_object_set_new(req, "cmd", json_string(cmd));
-		if (args)
-			json_object_set(req, "args", args);
-		json = json_dumps(req, JSON_COMPACT);
-		len = json ? ctl_frame(key, json, strlen(json), dgram, CTL_MAX_DGRAM) : -ENOMEM;
-		free(json);
-		if (len < 0) {
-			rc = ctl_fail(err, EMSGSIZE, "request larger than %u bytes", CTL_MAX_DGRAM);
+		if ((rc = send_try(fd, key, req, ++id, cmd, args, dgram, err, info)) != 0)
 			goto out;
-		}
-		if (send(fd, dgram, (size_t)len, 0) < 0) {
-			if (errno != ECONNREFUSED) {
-				rc = ctl_fail(err, errno, "send: %s", strerror(errno));
-				goto out;
-			}
-			info->refused = true;
-		}
-		next = now + CTL_RETRY_MS < deadline ? now + CTL_RETRY_MS : deadline;
-		while (!got && (now = ctl_now_ms()) < next) {
-			struct pollfd p = {.fd = fd, .events = POLLIN};
-			ssize_t n;
-
-			if (poll(&p, 1, (int)(next - now)) <= 0)
-				continue;
-			n = recv(fd, rx, CTL_MAX_DGRAM, MSG_DONTWAIT);
-			if (n < 0) {
-				/* an ICMP port unreachable, consumed: wait out the interval */
-				if (errno == ECONNREFUSED)
-					info->refused = true;
-				continue;
-			}
-			got = take_reply(rx, (size_t)n, 1, id, result, err, info);
-		}
+		got = wait_reply(fd, now + CTL_RETRY_MS < deadline ? now + CTL_RETRY_MS : deadline,
+				 rx, id, result, err, info);
 		if (got == 1) {
 			rc = *result ? 0 : -err->code;
 			goto out;

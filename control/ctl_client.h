@@ -10,12 +10,16 @@
 #ifndef CTL_CLIENT_H
 #define CTL_CLIENT_H
 
+#include <stdbool.h>
 #include <netinet/in.h>
 
 #include <jansson.h>
 
-#include "ctl.h"
 #include "ctl_auth.h"
+#include "ctl_err.h"
+
+/** A request without a reply is sent again after this long. */
+#define CTL_RETRY_MS 200
 
 /** How a call went, for tools that report it (cais-ctl). */
 struct ctl_call_info {

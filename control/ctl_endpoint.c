@@ -248,103 +248,116 @@ ctl_endpoint_handle(struct ctl_endpoint *ep, const uint8_t *dgram, size_t len, c
 	return ctl_endpoint_handle_from(ep, NULL, dgram, len, out, cap);
 }
 
+/* Reply with an error, count it in *counter and release the request. */
+static size_t
+refuse(uint64_t *counter, json_t *req, json_t *id, int code, const char *msg, char *out, size_t cap)
+{
+	size_t n = reply_error(id, code, msg, out, cap);
+
+	(*counter)++;
+	json_decref(req);
+	return n;
+}
+
+/* A request must be an object with an integer "id". @return NULL, or why not */
+static const char *
+check_id(const json_t *req, const json_t *id)
+{
+	if (!json_is_object(req))
+		return "request must be a JSON object";
+	if (!id)
+		return "missing field 'id'";
+	return json_is_integer(id) ? NULL : "field 'id' must be an integer";
+}
+
+/*
+ * The "ts" of a request: with a key, an integer within the window of the
+ * clock, newer than the last one accepted from the client, on a MAC not
+ * accepted before (then both are recorded); without a key, an integer when
+ * it is there at all.
+ * @return NULL when accepted, else why, with *code EINVAL or EPERM
+ */
+static const char *
+check_ts(struct ctl_endpoint *ep, const struct sockaddr_in *from, const uint8_t *dgram,
+	 const json_t *ts, int *code)
+{
+	bool keyed = ep->key.len > 0;
+	struct ctl_client_ts *client;
+	int64_t now, t;
+
+	if (!keyed && !ts)
+		return NULL;
+	now = ep->conf.clock_ms();
+	*code = EINVAL;
+	if (!json_is_integer(ts))
+		return ts ? "field 'ts' must be an integer" : "missing field 'ts'";
+	if (!keyed)
+		return NULL;
+	*code = EPERM;
+	t = (int64_t)json_integer_value(ts);
+	if (t > now + CTL_TS_WINDOW_MS || t < now - CTL_TS_WINDOW_MS)
+		return "field 'ts' is more than 30 s off the clock";
+	client = client_ts(ep, from ? from->sin_addr.s_addr : 0);
+	if (t <= client->last)
+		return "field 'ts' is not newer than the last (replay)";
+	if (mac_seen(ep, dgram, now, false))
+		return "request already accepted (replay of 'ts')";
+	client->last = t;
+	mac_seen(ep, dgram, now, true);
+	return NULL;
+}
+
+/* Carry out a checked request: the switch's operations, or the handler. */
+static int
+run(struct ctl_endpoint *ep, const json_t *req, json_t **res, struct ctl_err *err)
+{
+	int rc;
+
+	if (ep->conf.ops)
+		return ctl_dispatch(ep->conf.ops, req, res, err);
+	*res = json_object();
+	rc = ep->conf.handler(ep->conf.handler_ctx, req, *res, err);
+	if (rc) {
+		json_decref(*res);
+		*res = NULL;
+	}
+	return rc;
+}
+
 size_t
 ctl_endpoint_handle_from(struct ctl_endpoint *ep, const struct sockaddr_in *from,
 			 const uint8_t *dgram, size_t len, char *out, size_t cap)
 {
-	bool keyed = ep->key.len > 0;
 	struct ctl_err err = {0};
-	const char *js;
+	const char *js, *why;
 	size_t jlen;
 	json_error_t je;
-	json_t *req, *id, *ts, *res = NULL, *rep;
-	size_t n;
-	int rc;
+	json_t *req, *id, *res = NULL, *rep;
+	int rc, code;
 
 	ep->st.requests++;
-	if (len > CTL_MAX_DGRAM) {
-		ep->st.malformed++;
-		return reply_error(NULL, EINVAL, "datagram larger than 64 KiB", out, cap);
-	}
-	if (ctl_unframe(&ep->key, dgram, len, &js, &jlen) != 0) {
-		ep->st.auth_failures++;
-		return reply_error(NULL, EPERM, "missing or bad MAC", out, cap);
-	}
+	if (len > CTL_MAX_DGRAM)
+		return refuse(&ep->st.malformed, NULL, NULL, EINVAL, "datagram larger than 64 KiB",
+			      out, cap);
+	if (ctl_unframe(&ep->key, dgram, len, &js, &jlen) != 0)
+		return refuse(&ep->st.auth_failures, NULL, NULL, EPERM, "missing or bad MAC", out,
+			      cap);
 	req = json_loadb(js, jlen, JSON_REJECT_DUPLICATES, &je);
 	if (!req) {
 		char msg[200];
 
-		ep->st.malformed++;
 		snprintf(msg, sizeof(msg), "not JSON: %s (at %d)", je.text, je.position);
-		return reply_error(NULL, EINVAL, msg, out, cap);
+		return refuse(&ep->st.malformed, NULL, NULL, EINVAL, msg, out, cap);
 	}
 	id = json_is_object(req) ? json_object_get(req, "id") : NULL;
-	if (!json_is_object(req) || !json_is_integer(id)) {
-		ep->st.malformed++;
-		n = reply_error(NULL, EINVAL,
-				json_is_object(req)
-				    ? (id ? "field 'id' must be an integer" : "missing field 'id'")
-				    : "request must be a JSON object",
-				out, cap);
-		json_decref(req);
-		return n;
-	}
-	ts = json_object_get(req, "ts");
-	if (keyed || ts) {
-		int64_t now = ep->conf.clock_ms(), t;
-
-		if (!json_is_integer(ts)) {
-			ep->st.malformed++;
-			n = reply_error(id, EINVAL,
-					ts ? "field 'ts' must be an integer" : "missing field 'ts'",
-					out, cap);
-			json_decref(req);
-			return n;
-		}
-		t = (int64_t)json_integer_value(ts);
-		if (keyed && (t > now + CTL_TS_WINDOW_MS || t < now - CTL_TS_WINDOW_MS)) {
-			ep->st.auth_failures++;
-			n = reply_error(id, EPERM, "field 'ts' is more than 30 s off the clock",
-					out, cap);
-			json_decref(req);
-			return n;
-		}
-		if (keyed && t <= client_ts(ep, from ? from->sin_addr.s_addr : 0)->last) {
-			ep->st.auth_failures++;
-			n = reply_error(id, EPERM, "field 'ts' is not newer than the last (replay)",
-					out, cap);
-			json_decref(req);
-			return n;
-		}
-		if (keyed && mac_seen(ep, dgram, now, false)) {
-			ep->st.auth_failures++;
-			n = reply_error(id, EPERM, "request already accepted (replay of 'ts')", out,
-					cap);
-			json_decref(req);
-			return n;
-		}
-		if (keyed) {
-			client_ts(ep, from ? from->sin_addr.s_addr : 0)->last = t;
-			mac_seen(ep, dgram, now, true);
-		}
-	}
-	if (ep->conf.ops) {
-		rc = ctl_dispatch(ep->conf.ops, req, &res, &err);
-	} else {
-		res = json_object();
-		rc = ep->conf.handler(ep->conf.handler_ctx, req, res, &err);
-		if (rc) {
-			json_decref(res);
-			res = NULL;
-		}
-	}
-	if (rc) {
-		ep->st.errors++;
-		n = reply_error(id, err.code ? err.code : -rc, err.msg[0] ? err.msg : "failed", out,
-				cap);
-		json_decref(req);
-		return n;
-	}
+	if ((why = check_id(req, id)) != NULL)
+		return refuse(&ep->st.malformed, req, NULL, EINVAL, why, out, cap);
+	if ((why = check_ts(ep, from, dgram, json_object_get(req, "ts"), &code)) != NULL)
+		return refuse(code == EPERM ? &ep->st.auth_failures : &ep->st.malformed, req, id,
+			      code, why, out, cap);
+	if ((rc = run(ep, req, &res, &err)) != 0)
+		return refuse(&ep->st.errors, req, id, err.code ? err.code : -rc,
+			      err.msg[0] ? err.msg : "failed", out, cap);
 	rep = json_object();
 	json_object_set(rep, "id", id);
 	json_object_set_new(rep, "ok", json_true());

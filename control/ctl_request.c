@@ -1,128 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <arpa/inet.h>
 
 #include "ctl.h"
-
-int
-ctl_fail(struct ctl_err *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (code < 0)
-		code = -code;
-	if (err) {
-		err->code = code;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-	}
-	return -code;
-}
-
-const char *
-ctl_errname(int code)
-{
-	if (code < 0)
-		code = -code;
-	switch (code) {
-#define CTL_X_CASE(name)                                                                           \
-	case name:                                                                                 \
-		return #name;
-		CTL_ERRORS(CTL_X_CASE)
-#undef CTL_X_CASE
-	case ENOMEM:
-		return "ENOSPC";
-	case ETIMEDOUT:
-	case ECONNREFUSED:
-	case EPROTO:
-		return "EBUSY"; /* something this one depends on (the switch) is not there */
-	default:
-		return "EINVAL";
-	}
-}
+#include "ctl_fields.h"
 
 const char *
 ctl_mode_name(enum ctl_mode mode)
 {
 	return mode == CTL_MODE_FORWARD_ONLY ? "forward_only" : "compute";
-}
-
-int
-ctl_check_fields(const json_t *args, const char *const *allowed, struct ctl_err *err)
-{
-	const char *key;
-	json_t *val;
-
-	json_object_foreach ((json_t *)args, key, val) {
-		const char *const *a;
-
-		(void)val;
-		for (a = allowed; *a; a++)
-			if (strcmp(*a, key) == 0)
-				break;
-		if (!*a)
-			return ctl_fail(err, EINVAL, "unknown field '%.60s'", key);
-	}
-	return 0;
-}
-
-int
-ctl_get_uint(const json_t *obj, const char *name, uint64_t min, uint64_t max, bool required,
-	     uint64_t *out, struct ctl_err *err)
-{
-	const json_t *v = json_object_get(obj, name);
-	json_int_t x;
-
-	if (!v) {
-		if (required)
-			return ctl_fail(err, EINVAL, "missing field '%s'", name);
-		return 0;
-	}
-	if (!json_is_integer(v))
-		return ctl_fail(err, EINVAL, "field '%s' must be an integer", name);
-	x = json_integer_value(v);
-	if (x < 0 || (uint64_t)x < min || (uint64_t)x > max)
-		return ctl_fail(err, EINVAL, "field '%s' out of range [%llu, %llu]", name,
-				(unsigned long long)min, (unsigned long long)max);
-	*out = (uint64_t)x;
-	return 0;
-}
-
-int
-ctl_get_number(const json_t *obj, const char *name, double min, double max, bool required,
-	       bool *present, double *out, struct ctl_err *err)
-{
-	const json_t *v = json_object_get(obj, name);
-	double x;
-
-	*present = v != NULL;
-	if (!v)
-		return required ? ctl_fail(err, EINVAL, "missing field '%s'", name) : 0;
-	if (!json_is_number(v))
-		return ctl_fail(err, EINVAL, "field '%s' must be a number", name);
-	x = json_number_value(v);
-	if (!isfinite(x) || x < min || x > max)
-		return ctl_fail(err, EINVAL, "field '%s' out of range [%g, %g]", name, min, max);
-	*out = x;
-	return 0;
-}
-
-int
-ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err)
-{
-	const json_t *v = json_object_get(obj, name);
-
-	if (!v)
-		return ctl_fail(err, EINVAL, "missing field '%s'", name);
-	if (!json_is_string(v))
-		return ctl_fail(err, EINVAL, "field '%s' must be a string", name);
-	*out = json_string_value(v);
-	return 0;
 }
 
 static int
@@ -271,9 +159,10 @@ get_tensor_id(const json_t *args, uint32_t *tensor, struct ctl_err *err)
 static int
 cmd_tensor_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 {
-	static const char *const fields[] = {"tenant", "session", "tensor", "op", "scale", NULL};
-	struct ctl_tensor t = {0};
-	const char *op;
+	static const char *const fields[] = {"tenant", "session", "tensor", "op",
+					     "scale",  "wire",	  NULL};
+	struct ctl_tensor t = {.wire = CAIS_DT_FIXED32};
+	const char *op, *wire = NULL;
 	bool present;
 	int rc, i;
 
@@ -281,13 +170,18 @@ cmd_tensor_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *er
 	    (rc = get_ids(args, &t.tenant, &t.session, err)) ||
 	    (rc = get_tensor_id(args, &t.tensor, err)) ||
 	    (rc = ctl_get_string(args, "op", &op, err)) ||
-	    (rc = ctl_get_number(args, "scale", 0, 1e300, true, &present, &t.scale, err)))
+	    (rc = ctl_get_number(args, "scale", 0, 1e300, true, &present, &t.scale, err)) ||
+	    (json_object_get(args, "wire") && (rc = ctl_get_string(args, "wire", &wire, err))))
 		return rc;
 	if (!(t.scale > 0))
 		return ctl_fail(err, EINVAL, "field 'scale' must be greater than 0");
 	if ((i = cais_op_parse(op)) < 0)
 		return ctl_fail(err, EINVAL, "field 'op' must be sum, avg, max or min");
 	t.op = (enum cais_redop)i;
+	if (wire && (i = cais_dtype_parse(wire)) < 0)
+		return ctl_fail(err, EINVAL, "field 'wire' must be fixed32 or block16");
+	if (wire)
+		t.wire = (uint8_t)i;
 	return ops->tensor_add(ops->ctx, &t, err);
 }
 

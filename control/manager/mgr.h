@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "ctl.h"
+#include "ctl_err.h"
 
 /** Limits, with their reasons. */
 /** Job and tenant names: 1..64 characters (E3). */
@@ -36,17 +36,20 @@
 /** Tenant and session ids are 16-bit on the wire; 0 is never granted. */
 #define MGR_ID_MAX	  65535u
 /**
- * Tensors per job: step.begin lists every tensor with its scale in one
- * reply datagram (64 KiB); at most 64 bytes each (a 10-digit id in the
- * offload list and {"tensor":4294967295,"scale":5.9604644775390625e-08})
- * leaves room for 1000.
+ * Tensors per job: step.begin lists every tensor with its scale and wire in
+ * one reply datagram (65507 bytes); at most 81 bytes each (a 10-digit id in
+ * the offload list and
+ * {"tensor":4294967295,"scale":5.9604644775390625e-08,"wire":"block16"})
+ * leaves room for 808, and the reply's envelope for 768.
  */
-#define MGR_MAX_TENSORS	  1000u
+#define MGR_MAX_TENSORS	  768u
 /** Ended jobs kept for job.status and jobs.list (their ids stay retired). */
 #define MGR_ENDED_KEPT	  100u
 /** Scales are clamped to [2^-24, 2^30] (fp32's precision, int32's range). */
-#define MGR_SCALE_MIN_EXP (-24)
-#define MGR_SCALE_MAX_EXP 30
+#define MGR_SCALE_MIN_EXP     (-24)
+#define MGR_SCALE_MAX_EXP     30
+/** ... and BLOCK16 ones to [2^-24, 2^54] (the exponent limit, E4). */
+#define MGR_B16_SCALE_MAX_EXP 54
 
 /** Log levels (--log-level). */
 enum mgr_log_level { MGR_LOG_ERROR, MGR_LOG_WARN, MGR_LOG_INFO, MGR_LOG_DEBUG };
@@ -68,7 +71,8 @@ struct mgr_conf {
 	uint32_t switch_timeout_ms;   /**< --switch-timeout-ms (500) */
 	double max_slot_usage;	      /**< --max-slot-usage (0.9) */
 	uint32_t max_queue_depth;     /**< --max-queue-depth (512) */
-	double default_scale;	      /**< --default-scale (1024) */
+	double default_scale;	      /**< --default-scale (1024): FIXED32 tensors */
+	uint8_t half_wire;	      /**< --half-wire (block16): bf16/fp16 tensors' wire */
 	uint32_t default_slots;	      /**< --default-slots (128) */
 	uint32_t default_elems;	      /**< --default-elems (2048) */
 	uint32_t default_priority;    /**< --default-priority (0) */
@@ -134,10 +138,12 @@ int64_t mgr_tick(struct mgr *m, int64_t now_ms);
 int64_t mgr_now_ms(void);
 
 /**
- * The scale rule of E3: the largest power of two s with
- * n x max_abs x s x 2 < 2^31, clamped to [2^-24, 2^30].
+ * The scale rule of E3 and E4: the largest power of two s with
+ * n x max_abs x s x 2 < 2^31 (FIXED32), clamped to [2^-24, 2^30]; or with
+ * max_abs x s x 2 < 2^55 (BLOCK16: the exponent limit, whatever n),
+ * clamped to [2^-24, 2^54].
  */
-double mgr_scale_rule(unsigned int n, double max_abs);
+double mgr_scale_rule(unsigned int n, double max_abs, uint8_t wire);
 
 /** Log one line to stderr (timestamp, level, message) when level is enabled. */
 void mgr_log(enum mgr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
+#include "ctl_fields.h"
 #include "mgr.h"
 #include "mgr_args.h"
 

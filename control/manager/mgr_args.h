@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Argument checks of the manager's commands beyond ctl.h's field helpers
+ * Argument checks of the manager's commands beyond ctl_fields.h's
  * (ctl_check_fields, ctl_get_uint, ctl_get_number, ctl_get_string, shared
  * with the switch's requests): every failure is EINVAL with a message naming
  * the field; nothing is changed before every argument has passed.
@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "ctl.h"
+#include "ctl_err.h"
 
 /**
  * A name: a string of 1..MGR_NAME_CHARS characters, none of them a control

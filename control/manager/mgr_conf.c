@@ -13,7 +13,7 @@
 #include <cais/proto.h>
 
 #include "cmn_addr.h"
-#include "ctl_client.h"
+#include "ctl.h"
 #include "mgr.h"
 
 enum {
@@ -29,6 +29,7 @@ enum {
 	OPT_MAX_SLOT_USAGE,
 	OPT_MAX_QUEUE_DEPTH,
 	OPT_DEFAULT_SCALE,
+	OPT_HALF_WIRE,
 	OPT_DEFAULT_SLOTS,
 	OPT_DEFAULT_ELEMS,
 	OPT_DEFAULT_PRIORITY,
@@ -50,6 +51,7 @@ static const struct option long_opts[] = {
     {"max-slot-usage", required_argument, NULL, OPT_MAX_SLOT_USAGE},
     {"max-queue-depth", required_argument, NULL, OPT_MAX_QUEUE_DEPTH},
     {"default-scale", required_argument, NULL, OPT_DEFAULT_SCALE},
+    {"half-wire", required_argument, NULL, OPT_HALF_WIRE},
     {"default-slots", required_argument, NULL, OPT_DEFAULT_SLOTS},
     {"default-elems", required_argument, NULL, OPT_DEFAULT_ELEMS},
     {"default-priority", required_argument, NULL, OPT_DEFAULT_PRIORITY},
@@ -76,6 +78,7 @@ mgr_conf_init(struct mgr_conf *c)
 	c->max_slot_usage = 0.9;
 	c->max_queue_depth = 512;
 	c->default_scale = 1024;
+	c->half_wire = CAIS_DT_BLOCK16;
 	c->default_slots = 128;
 	c->default_elems = CAIS_MAX_ELEMS;
 	c->default_priority = CTL_PRIO_NORMAL;
@@ -114,7 +117,11 @@ mgr_usage(FILE *f)
 	    "                           above F, or would be with the job's slots (default 0.9)\n"
 	    "  --max-queue-depth N      admission: refuse a job when the switch's queue depth is\n"
 	    "                           above N packets (default 512)\n"
-	    "  --default-scale F        a tensor's scale before any report (default 1024)\n"
+	    "  --default-scale F        a FIXED32 tensor's scale before any report (default\n"
+	    "                           1024; BLOCK16 tensors start at 2^24)\n"
+	    "  --half-wire W            the wire of bf16 and fp16 tensors registered without\n"
+	    "                           one: block16 (default; 2 bytes an element,\n"
+	    "                           docs/PROTOCOL.md E4) or fixed32\n"
 	    "  --default-slots N        job.register's slots when not given (default 128)\n"
 	    "  --default-elems N        ... elems_per_packet when not given (default %u)\n"
 	    "  --default-priority N     ... priority when not given, 0 or 1 (default 0)\n"
@@ -132,7 +139,8 @@ mgr_usage(FILE *f)
 	    "step.begin (computed when the first rank asks, then the same for every rank):\n"
 	    "  scales   per tensor, the largest power of two s with n x max_abs x s x 2 < 2^31,\n"
 	    "           from the largest max_abs the ranks reported for the previous step,\n"
-	    "           clamped to [2^-24, 2^30]; a tensor without a report keeps its scale\n"
+	    "           clamped to [2^-24, 2^30]; BLOCK16 tensors: max_abs x s x 2 < 2^55,\n"
+	    "           clamped to [2^-24, 2^54]; a tensor without a report keeps its scale\n"
 	    "  offload  the job's tensors installed on the switch, in id order. Congestion:\n"
 	    "           when any rank reported CONGESTED for the previous step, the number\n"
 	    "           offloaded halves (down to 0); each step without congestion doubles it\n"
@@ -244,6 +252,12 @@ set_opt(struct mgr_conf *c, int id, const char *name, const char *v, struct ctl_
 		return parse_u32(name, v, 0, UINT32_MAX, &c->max_queue_depth, err);
 	case OPT_DEFAULT_SCALE:
 		return parse_double(name, v, 0, 1e30, true, &c->default_scale, err);
+	case OPT_HALF_WIRE:
+		if (cais_dtype_parse(v) < 0)
+			return ctl_fail(err, EINVAL, "--half-wire: fixed32 or block16, not '%.60s'",
+					v);
+		c->half_wire = (uint8_t)cais_dtype_parse(v);
+		return 0;
 	case OPT_DEFAULT_SLOTS:
 		if ((rc = parse_u32(name, v, 1, CAIS_MAX_SLOTS, &u, err)))
 			return rc;

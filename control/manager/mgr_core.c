@@ -14,7 +14,8 @@
 
 #include <cais/proto.h>
 
-#include "ctl_auth.h"
+#include "ctl.h"
+#include "ctl_fields.h"
 #include "mgr_args.h"
 #include "mgr_internal.h"
 
@@ -29,16 +30,18 @@ store_fail(struct mgr *m, struct ctl_err *err)
 }
 
 double
-mgr_scale_rule(unsigned int n, double max_abs)
+mgr_scale_rule(unsigned int n, double max_abs, uint8_t wire)
 {
+	bool b16 = wire == CAIS_DT_BLOCK16;
 	/* n (8 bits) x max_abs (53 bits) is exact in long double (64 bits) */
-	long double prod = (long double)n * (long double)max_abs * 2.0L;
-	const long double lim = 2147483648.0L; /* 2^31 */
+	long double prod = (long double)(b16 ? 1 : n) * (long double)max_abs * 2.0L;
+	const long double lim = ldexpl(1.0L, b16 ? 55 : 31);
+	const int max_exp = b16 ? MGR_B16_SCALE_MAX_EXP : MGR_SCALE_MAX_EXP;
 	long double s;
 	int e;
 
 	if (!(prod > 0))
-		return ldexp(1.0, MGR_SCALE_MAX_EXP);
+		return ldexp(1.0, max_exp);
 	if (!isfinite((double)max_abs))
 		return ldexp(1.0, MGR_SCALE_MIN_EXP);
 	frexpl(lim / prod, &e);
@@ -49,8 +52,8 @@ mgr_scale_rule(unsigned int n, double max_abs)
 		s *= 2;
 	if (s < ldexpl(1.0L, MGR_SCALE_MIN_EXP))
 		s = ldexpl(1.0L, MGR_SCALE_MIN_EXP);
-	if (s > ldexpl(1.0L, MGR_SCALE_MAX_EXP))
-		s = ldexpl(1.0L, MGR_SCALE_MAX_EXP);
+	if (s > ldexpl(1.0L, max_exp))
+		s = ldexpl(1.0L, max_exp);
 	return (double)s;
 }
 
@@ -106,9 +109,9 @@ fail:
 static int
 tensor_add(struct mgr *m, const struct mgr_job *j, const struct mgr_tensor *t, struct ctl_err *err)
 {
-	json_t *args =
-	    json_pack("{s:i, s:i, s:I, s:s, s:f}", "tenant", j->tenant, "session", j->session,
-		      "tensor", (json_int_t)t->id, "op", cais_op_name(t->op), "scale", t->scale);
+	json_t *args = json_pack("{s:i, s:i, s:I, s:s, s:f, s:s}", "tenant", j->tenant, "session",
+				 j->session, "tensor", (json_int_t)t->id, "op", cais_op_name(t->op),
+				 "scale", t->scale, "wire", cais_dtype_name(t->wire));
 	int rc = mgr_switch_call(m, "tensor.add", args, NULL, err);
 
 	/* the session is ours alone (ids are never reused): an entry there is ours too */
@@ -335,8 +338,13 @@ reinstall(struct mgr *m, struct mgr_job *j)
 	return 0;
 }
 
-void
-mgr_settle(struct mgr *m)
+/*
+ * The store side of mgr_tick(), under the manager's lock: remove the
+ * sessions of ended jobs the switch did not confirm, install jobs whose
+ * ranks have all joined, and put back what a switch restart lost.
+ */
+static void
+settle(struct mgr *m)
 {
 	struct settle_todo todo = {.n = 0};
 	struct mgr_job j;
@@ -375,6 +383,25 @@ mgr_settle(struct mgr *m)
 		m->sw.check = true;
 		pthread_mutex_unlock(&m->st_lock);
 	}
+}
+
+int64_t
+mgr_tick(struct mgr *m, int64_t now)
+{
+	int64_t next, due = m->next_settle_ms;
+
+	mgr_switch_tick(m, now, &next);
+	/* the store's part waits for no request: it is retried next time */
+	if (now >= due && pthread_mutex_trylock(&m->lock) == 0) {
+		settle(m);
+		pthread_mutex_unlock(&m->lock);
+		due = m->next_settle_ms = now + m->conf.poll_ms;
+	}
+	if (due <= now)
+		due = now + 50; /* a request held the lock: soon again */
+	if (due < next)
+		next = due;
+	return next > now ? next - now : 0;
 }
 
 static int
@@ -614,10 +641,41 @@ parse_op(const json_t *args, enum cais_redop *op, struct ctl_err *err)
 	return 0;
 }
 
+/*
+ * The wire of a tensor being registered: "wire" when given, else BLOCK16
+ * (--half-wire) for a "dtype" of bf16 or fp16, else FIXED32. int32 is
+ * FIXED32 only (BLOCK16 would round it).
+ */
+static int
+parse_wire(const struct mgr *m, const json_t *args, uint8_t *wire, struct ctl_err *err)
+{
+	static const char *const dtypes[] = {"f32", "bf16", "f16", "i32"};
+	const char *dt = NULL, *w = NULL;
+	int d = -1, rc;
+
+	if ((json_object_get(args, "dtype") && (rc = ctl_get_string(args, "dtype", &dt, err))) ||
+	    (json_object_get(args, "wire") && (rc = ctl_get_string(args, "wire", &w, err))))
+		return rc;
+	for (int i = 0; dt && i < 4; i++)
+		if (strcmp(dt, dtypes[i]) == 0)
+			d = i;
+	if (dt && d < 0)
+		return ctl_fail(err, EINVAL, "field 'dtype' must be f32, bf16, f16 or i32");
+	if (w && cais_dtype_parse(w) < 0)
+		return ctl_fail(err, EINVAL, "field 'wire' must be fixed32 or block16");
+	if (w)
+		*wire = (uint8_t)cais_dtype_parse(w);
+	else
+		*wire = d == 1 || d == 2 ? m->conf.half_wire : (uint8_t)CAIS_DT_FIXED32;
+	if (d == 3 && *wire != CAIS_DT_FIXED32)
+		return ctl_fail(err, EINVAL, "field 'wire': i32 tensors go as fixed32");
+	return 0;
+}
+
 static int
 cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 {
-	static const char *const fields[] = {"job", "tensor", "op", NULL};
+	static const char *const fields[] = {"job", "tensor", "op", "dtype", "wire", NULL};
 	struct mgr_tensor t[MGR_MAX_TENSORS];
 	struct mgr_tensor x = {0}, *cur = NULL;
 	struct ctl_err serr = {0};
@@ -630,27 +688,30 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
 	    (rc = ctl_get_uint(args, "tensor", 0, UINT32_MAX, true, &id, err)) ||
-	    (rc = parse_op(args, &x.op, err)) || (rc = load_job(m, name, false, &j, err)))
+	    (rc = parse_op(args, &x.op, err)) || (rc = parse_wire(m, args, &x.wire, err)) ||
+	    (rc = load_job(m, name, false, &j, err)))
 		return rc;
 	if (mgr_store_tensors(m->store, name, t, MGR_MAX_TENSORS, &n))
 		return store_fail(m, err);
 	for (unsigned int i = 0; i < n; i++)
 		if (t[i].id == id)
 			cur = &t[i];
-	if (cur && cur->op != x.op)
-		return ctl_fail(err, EEXIST, "tensor %u of job '%.64s' is registered with op %s",
-				cur->id, name, cais_op_name(cur->op));
+	if (cur && (cur->op != x.op || cur->wire != x.wire))
+		return ctl_fail(err, EEXIST,
+				"tensor %u of job '%.64s' is registered with op %s, wire %s",
+				cur->id, name, cais_op_name(cur->op), cais_dtype_name(cur->wire));
 	if (!cur && n >= MGR_MAX_TENSORS)
 		return ctl_fail(err, ENOSPC, "job '%.64s' has %u tensors, the most a job may have",
 				name, MGR_MAX_TENSORS);
 	if (!cur) {
 		x.id = (uint32_t)id;
-		x.scale = m->conf.default_scale;
+		x.scale = x.wire == CAIS_DT_BLOCK16 ? ldexp(1.0, CAIS_B16_DEFAULT_SCALE_EXP)
+						    : m->conf.default_scale;
 		if (mgr_store_begin(m->store) || mgr_store_tensor_put(m->store, name, &x) ||
 		    mgr_store_commit(m->store))
 			return store_fail(m, err);
-		mgr_log(MGR_LOG_INFO, "job '%s': tensor %u registered (%s)", name, x.id,
-			cais_op_name(x.op));
+		mgr_log(MGR_LOG_INFO, "job '%s': tensor %u registered (%s, %s)", name, x.id,
+			cais_op_name(x.op), cais_dtype_name(x.wire));
 		cur = &x;
 	}
 	if (j.on_switch && !cur->installed) {
@@ -670,6 +731,7 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 	json_object_set_new(res, "op", json_string(cais_op_name(cur->op)));
 	json_object_set_new(res, "installed", json_boolean(cur->installed));
 	json_object_set_new(res, "scale", json_real(cur->scale));
+	json_object_set_new(res, "wire", json_string(cais_dtype_name(cur->wire)));
 	if (!cur->installed)
 		json_object_set_new(res, "reason",
 				    json_string(serr.code ? serr.msg
@@ -710,7 +772,7 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 		    (rc = mgr_store_step_max_abs(m->store, j->name, step - 1, t[i].id, &max_abs)))
 			goto fail;
 		if (max_abs >= 0)
-			t[i].scale = mgr_scale_rule(j->world, max_abs);
+			t[i].scale = mgr_scale_rule(j->world, max_abs, t[i].wire);
 		installed += j->offload && t[i].installed;
 	}
 	if (j->limit < 0 || (unsigned int)j->limit > installed)
@@ -728,8 +790,9 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 			json_array_append_new(offload, json_integer(t[i].id));
 			taken++;
 		}
-		json_array_append_new(scales, json_pack("{s:I, s:f}", "tensor", (json_int_t)t[i].id,
-							"scale", t[i].scale));
+		json_array_append_new(scales,
+				      json_pack("{s:I, s:f, s:s}", "tensor", (json_int_t)t[i].id,
+						"scale", t[i].scale, "wire", cais_dtype_name(t[i].wire)));
 	}
 	ans = json_pack("{s:I, s:o, s:o, s:b}", "step", (json_int_t)step, "offload", offload,
 			"scales", scales, "congested", congested);
@@ -903,7 +966,7 @@ cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 	if (mgr_store_begin(m->store) || mgr_store_report_put(m->store, name, &r) ||
 	    mgr_store_commit(m->store))
 		return store_fail(m, err);
-	/* the alarms of DESIGN.md: > 10% fallbacks means wrong thresholds */
+	/* alarms: more than 10% fallbacks (to the ring) means the thresholds do not fit the load */
 	if (r.collectives > 0 && r.fallbacks * 10 > r.collectives)
 		mgr_log(MGR_LOG_WARN, "job '%s' rank %u step %lld: fallback rate %.0f%% (> 10%%)",
 			name, r.rank, (long long)r.step,

@@ -2,7 +2,7 @@
 /**
  * @file
  * What the manager's modules share: struct mgr, and the switch side
- * (mgr_switch.c) used by the commands (mgr_core.c).
+ * (mgr_switch.c) used by the commands and the tick (mgr_core.c).
  */
 #ifndef MGR_INTERNAL_H
 #define MGR_INTERNAL_H
@@ -28,7 +28,7 @@ struct mgr_switch_state {
 	bool checked;	 /**< a poll of this process has been compared with the jobs */
 	bool check;	 /**< compare the last poll's sessions with the jobs on the switch:
 			  *   the first poll, and after a restart (its tables are lost) */
-	int64_t next_lease_ms, next_poll_ms, next_settle_ms;
+	int64_t next_lease_ms, next_poll_ms;
 	bool started; /**< the first tick has run */
 };
 
@@ -43,6 +43,7 @@ struct mgr {
 	pthread_mutex_t sw_lock; /**< one call to the switch at a time (ts order) */
 	pthread_mutex_t st_lock; /**< sw */
 	struct mgr_switch_state sw;
+	int64_t next_settle_ms; /**< mgr_tick()'s own: when the store is settled next */
 };
 
 /**
@@ -77,10 +78,10 @@ bool mgr_admit(struct mgr *m, uint32_t slots, char *reason, size_t cap);
 /** The switch.status result. */
 void mgr_switch_status(struct mgr *m, json_t *result);
 
-/** Lease and poll when due (mgr_tick's part that needs no store). */
+/**
+ * Lease and poll when due: mgr_tick()'s part that needs no store.
+ * @param next_ms set to when the next lease or poll is due
+ */
 void mgr_switch_tick(struct mgr *m, int64_t now_ms, int64_t *next_ms);
-
-/** The store side of mgr_tick (mgr_core.c), under the manager's lock. */
-void mgr_settle(struct mgr *m);
 
 #endif /* MGR_INTERNAL_H */

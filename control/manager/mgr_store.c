@@ -11,7 +11,8 @@
 
 /* "CA15" + 1: PRAGMA application_id of a store of this manager. */
 #define STORE_APP_ID 0x43413135
-#define STORE_SCHEMA 1
+/* 2: tensors.wire (BLOCK16); a store of schema 1 is upgraded when opened */
+#define STORE_SCHEMA 2
 
 struct mgr_store {
 	sqlite3 *db;
@@ -34,7 +35,8 @@ static const char schema[] =
     "CREATE TABLE members(job TEXT NOT NULL, rank INTEGER NOT NULL, mac TEXT NOT NULL,"
     " ip TEXT NOT NULL, port INTEGER NOT NULL, PRIMARY KEY(job, rank));"
     "CREATE TABLE tensors(job TEXT NOT NULL, tensor INTEGER NOT NULL, op INTEGER NOT NULL,"
-    " installed INTEGER NOT NULL, scale REAL NOT NULL, PRIMARY KEY(job, tensor));"
+    " installed INTEGER NOT NULL, scale REAL NOT NULL, wire INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY(job, tensor));"
     "CREATE TABLE reports(job TEXT NOT NULL, step INTEGER NOT NULL, rank INTEGER NOT NULL,"
     " collectives INTEGER NOT NULL, fallbacks INTEGER NOT NULL, errors INTEGER NOT NULL,"
     " congested INTEGER NOT NULL, PRIMARY KEY(job, step, rank));"
@@ -169,6 +171,16 @@ mgr_store_open(const char *path, struct mgr_store **out, struct ctl_err *err)
 			goto fail;
 		}
 		mgr_log(MGR_LOG_INFO, "store %s created", path);
+	} else if (app == STORE_APP_ID && version == 1) {
+		/* every tensor of a schema 1 store was FIXED32 */
+		if (exec_plain(st, "BEGIN IMMEDIATE") ||
+		    exec_plain(st, "ALTER TABLE tensors ADD COLUMN wire INTEGER NOT NULL DEFAULT 0;"
+				   "PRAGMA user_version=2;") ||
+		    exec_plain(st, "COMMIT")) {
+			rc = ctl_fail(err, EIO, "--db %s: cannot upgrade the store to schema 2", path);
+			goto fail;
+		}
+		mgr_log(MGR_LOG_INFO, "store %s upgraded to schema 2", path);
 	} else if (app != STORE_APP_ID || version != STORE_SCHEMA) {
 		rc = ctl_fail(err, EINVAL, "--db %s is not a cais-manager store (schema %d)", path,
 			      STORE_SCHEMA);
@@ -468,7 +480,7 @@ mgr_store_tensors(struct mgr_store *st, const char *job, struct mgr_tensor *t, u
 
 	*n = 0;
 	if ((rc = prep(st, &s,
-		       "SELECT tensor, op, installed, scale FROM tensors WHERE job = ?"
+		       "SELECT tensor, op, installed, scale, wire FROM tensors WHERE job = ?"
 		       " ORDER BY tensor",
 		       "t", job)))
 		return rc;
@@ -479,6 +491,7 @@ mgr_store_tensors(struct mgr_store *st, const char *job, struct mgr_tensor *t, u
 		x->op = (enum cais_redop)sqlite3_column_int(s, 1);
 		x->installed = sqlite3_column_int(s, 2) != 0;
 		x->scale = sqlite3_column_double(s, 3);
+		x->wire = (uint8_t)sqlite3_column_int(s, 4);
 	}
 	sqlite3_finalize(s);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_fail(st, "tensors");
@@ -488,10 +501,12 @@ int
 mgr_store_tensor_put(struct mgr_store *st, const char *job, const struct mgr_tensor *t)
 {
 	return EXEC(st,
-		    "INSERT INTO tensors(job, tensor, op, installed, scale) VALUES(?, ?, ?, ?, ?)"
+		    "INSERT INTO tensors(job, tensor, op, installed, scale, wire)"
+		    " VALUES(?, ?, ?, ?, ?, ?)"
 		    " ON CONFLICT(job, tensor) DO UPDATE SET installed = excluded.installed,"
 		    " scale = excluded.scale",
-		    "tiiid", job, (int64_t)t->id, (int64_t)t->op, (int64_t)t->installed, t->scale);
+		    "tiiidi", job, (int64_t)t->id, (int64_t)t->op, (int64_t)t->installed, t->scale,
+		    (int64_t)t->wire);
 }
 
 int

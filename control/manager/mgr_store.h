@@ -18,7 +18,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ctl.h"
+#include <cais/proto.h>
+
+#include "ctl_err.h"
 #include "mgr.h"
 
 enum mgr_state { MGR_WAITING, MGR_READY, MGR_ENDED };
@@ -56,6 +58,7 @@ struct mgr_tensor {
 	enum cais_redop op;
 	bool installed;
 	double scale; /**< the current one (tensor.add, step answers) */
+	uint8_t wire; /**< CAIS_DT_*: FIXED32, or BLOCK16 (docs/PROTOCOL.md E4) */
 };
 
 struct mgr_store;

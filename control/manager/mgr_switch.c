@@ -2,8 +2,9 @@
 /*
  * The manager's side of the switch: every call goes through
  * mgr_switch_call() (one at a time), the lease is renewed every lease/3 and
- * stats.get polled every poll period, from mgr_tick(); admission reads the
- * last poll.
+ * stats.get polled every poll period, from mgr_switch_tick(); admission
+ * reads the last poll. It knows nothing of the store: mgr_core.c calls
+ * down into it, never the other way.
  */
 #include <errno.h>
 #include <math.h>
@@ -133,7 +134,7 @@ mgr_switch_tick(struct mgr *m, int64_t now, int64_t *next)
 	pthread_mutex_lock(&m->st_lock);
 	if (!m->sw.started) {
 		m->sw.started = true;
-		m->sw.next_lease_ms = m->sw.next_poll_ms = m->sw.next_settle_ms = now;
+		m->sw.next_lease_ms = m->sw.next_poll_ms = now;
 	}
 	lease_due = m->sw.next_lease_ms;
 	poll_due = m->sw.next_poll_ms;
@@ -240,29 +241,4 @@ mgr_switch_status(struct mgr *m, json_t *res)
 		json_object_set_new(lease, "error", json_string(m->sw.lease_error));
 	pthread_mutex_unlock(&m->st_lock);
 	json_object_set_new(res, "lease", lease);
-}
-
-int64_t
-mgr_tick(struct mgr *m, int64_t now)
-{
-	int64_t next, settle;
-
-	mgr_switch_tick(m, now, &next);
-	pthread_mutex_lock(&m->st_lock);
-	settle = m->sw.next_settle_ms;
-	pthread_mutex_unlock(&m->st_lock);
-	/* the store's part waits for no request: it is retried next time */
-	if (now >= settle && pthread_mutex_trylock(&m->lock) == 0) {
-		mgr_settle(m);
-		pthread_mutex_unlock(&m->lock);
-		settle = now + m->conf.poll_ms;
-		pthread_mutex_lock(&m->st_lock);
-		m->sw.next_settle_ms = settle;
-		pthread_mutex_unlock(&m->st_lock);
-	}
-	if (settle <= now)
-		settle = now + 50; /* a request held the lock: soon again */
-	if (settle < next)
-		next = settle;
-	return next > now ? next - now : 0;
 }

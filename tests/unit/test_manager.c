@@ -463,25 +463,25 @@ test_scale_rule(void **state)
 {
 	(void)state;
 	/* n x max_abs x s x 2 < 2^31 */
-	assert_true(mgr_scale_rule(4, 1.0) == ldexp(1, 27));
-	assert_true(mgr_scale_rule(1, 3.0) == ldexp(1, 28));
-	assert_true(mgr_scale_rule(4, 3.0) == ldexp(1, 26));
-	assert_true(mgr_scale_rule(8, 1024.0) == ldexp(1, 16));
+	assert_true(mgr_scale_rule(4, 1.0, CAIS_DT_FIXED32) == ldexp(1, 27));
+	assert_true(mgr_scale_rule(1, 3.0, CAIS_DT_FIXED32) == ldexp(1, 28));
+	assert_true(mgr_scale_rule(4, 3.0, CAIS_DT_FIXED32) == ldexp(1, 26));
+	assert_true(mgr_scale_rule(8, 1024.0, CAIS_DT_FIXED32) == ldexp(1, 16));
 	/* clamps */
-	assert_true(mgr_scale_rule(4, 0.0) == ldexp(1, 30));
-	assert_true(mgr_scale_rule(1, 0.25) == ldexp(1, 30));
-	assert_true(mgr_scale_rule(255, 1e300) == ldexp(1, -24));
-	assert_true(mgr_scale_rule(2, 1e12) == ldexp(1, -11));
-	assert_true(mgr_scale_rule(2, 1e20) == ldexp(1, -24));
+	assert_true(mgr_scale_rule(4, 0.0, CAIS_DT_FIXED32) == ldexp(1, 30));
+	assert_true(mgr_scale_rule(1, 0.25, CAIS_DT_FIXED32) == ldexp(1, 30));
+	assert_true(mgr_scale_rule(255, 1e300, CAIS_DT_FIXED32) == ldexp(1, -24));
+	assert_true(mgr_scale_rule(2, 1e12, CAIS_DT_FIXED32) == ldexp(1, -11));
+	assert_true(mgr_scale_rule(2, 1e20, CAIS_DT_FIXED32) == ldexp(1, -24));
 	/* the exact boundary: equal is not below */
-	assert_true(mgr_scale_rule(1, 0.5) == ldexp(1, 30));
-	assert_true(mgr_scale_rule(2, 1.0) == ldexp(1, 28));
+	assert_true(mgr_scale_rule(1, 0.5, CAIS_DT_FIXED32) == ldexp(1, 30));
+	assert_true(mgr_scale_rule(2, 1.0, CAIS_DT_FIXED32) == ldexp(1, 28));
 	/* the definition, on many values */
 	srand(7);
 	for (int i = 0; i < 100000; i++) {
 		unsigned int n = 1 + (unsigned int)rand() % 255;
 		double m = ldexp((double)rand() / RAND_MAX, rand() % 60 - 30);
-		double s = mgr_scale_rule(n, m);
+		double s = mgr_scale_rule(n, m, CAIS_DT_FIXED32);
 		long double p = (long double)n * m * 2;
 		int e;
 
@@ -490,6 +490,25 @@ test_scale_rule(void **state)
 			assert_true(p * s < 2147483648.0L);
 		if (s < ldexp(1, 30))
 			assert_true(p * s * 2 >= 2147483648.0L);
+	}
+	/* BLOCK16: max_abs x s x 2 < 2^55 whatever n, clamped to [2^-24, 2^54] */
+	assert_true(mgr_scale_rule(4, 1.0, CAIS_DT_BLOCK16) == ldexp(1, 53));
+	assert_true(mgr_scale_rule(255, 1.0, CAIS_DT_BLOCK16) == ldexp(1, 53));
+	assert_true(mgr_scale_rule(4, 3.0, CAIS_DT_BLOCK16) == ldexp(1, 52));
+	assert_true(mgr_scale_rule(4, 0.0, CAIS_DT_BLOCK16) == ldexp(1, 54));
+	assert_true(mgr_scale_rule(4, 1e-300, CAIS_DT_BLOCK16) == ldexp(1, 54));
+	assert_true(mgr_scale_rule(4, 1e30, CAIS_DT_BLOCK16) == ldexp(1, -24));
+	for (int i = 0; i < 100000; i++) {
+		double m = ldexp((double)rand() / RAND_MAX, rand() % 120 - 60);
+		double s = mgr_scale_rule(1 + (unsigned int)rand() % 255, m, CAIS_DT_BLOCK16);
+		long double p = (long double)m * 2;
+		int e;
+
+		assert_true(frexp(s, &e) == 0.5);
+		if (s > ldexp(1, -24))
+			assert_true(p * s < ldexpl(1.0L, 55));
+		if (s < ldexp(1, 54))
+			assert_true(p * s * 2 >= ldexpl(1.0L, 55));
 	}
 }
 
@@ -1436,6 +1455,148 @@ test_step_begin(void **state)
 	mgr_close(m);
 }
 
+/* The wire of a step answer's tensor ("" when absent). */
+static const char *
+wire_of(const json_t *r, uint32_t tensor)
+{
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach (json_object_get(r, "scales"), i, v)
+		if (json_integer_value(json_object_get(v, "tensor")) == tensor)
+			return json_string_value(json_object_get(v, "wire"));
+	return "";
+}
+
+/*
+ * Wire types (docs/PROTOCOL.md E4): bf16 and fp16 tensors go as BLOCK16 by
+ * default, at 2^24 and then the BLOCK16 scale rule; the switch's tensor.add
+ * and step.begin say so; int32 is FIXED32 only; a tensor keeps its wire.
+ */
+static void
+test_tensor_wire(void **state)
+{
+	struct mgr *m;
+	json_t *r;
+
+	(void)state;
+	m = open_mgr();
+	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 4}"));
+	r = ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\", "
+				     "\"dtype\": \"bf16\"}");
+	assert_string_equal(gets_(r, "wire"), "block16");
+	assert_true(json_real_value(json_object_get(r, "scale")) == ldexp(1, 24));
+	json_decref(r);
+	r = ok(m, "tensor.register",
+	       "{\"job\": \"j\", \"tensor\": 2, \"op\": \"max\", \"dtype\": \"f32\"}");
+	assert_string_equal(gets_(r, "wire"), "fixed32");
+	json_decref(r);
+	r = ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 3, \"op\": \"sum\", "
+				     "\"dtype\": \"f16\", \"wire\": \"fixed32\"}");
+	assert_string_equal(gets_(r, "wire"), "fixed32");
+	json_decref(r);
+	r = ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 4, \"op\": \"sum\", "
+				     "\"dtype\": \"f32\", \"wire\": \"block16\"}");
+	assert_string_equal(gets_(r, "wire"), "block16");
+	json_decref(r);
+	refused(m, "tensor.register",
+		"{\"job\": \"j\", \"tensor\": 5, \"op\": \"sum\", \"dtype\": \"i32\", "
+		"\"wire\": \"block16\"}",
+		EINVAL, "i32 tensors go as fixed32");
+	refused(m, "tensor.register",
+		"{\"job\": \"j\", \"tensor\": 5, \"op\": \"sum\", \"dtype\": \"f64\"}", EINVAL,
+		"field 'dtype'");
+	refused(m, "tensor.register",
+		"{\"job\": \"j\", \"tensor\": 5, \"op\": \"sum\", \"wire\": \"block8\"}", EINVAL,
+		"field 'wire'");
+	/* the same tensor again: the same values, or EEXIST */
+	json_decref(ok(m, "tensor.register",
+		       "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\", \"dtype\": \"bf16\"}"));
+	refused(m, "tensor.register",
+		"{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\", \"dtype\": \"f32\"}", EEXIST,
+		"wire block16");
+	join_all(m, "j", 4);
+
+	/* the switch's entries carry the wire */
+	pthread_mutex_lock(&F.lock);
+	assert_int_equal(F.tensor_add, 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(F.tensors[i].wire,
+				 F.tensors[i].tensor == 1 || F.tensors[i].tensor == 4
+				     ? CAIS_DT_BLOCK16
+				     : CAIS_DT_FIXED32);
+	pthread_mutex_unlock(&F.lock);
+
+	/* step.begin: each tensor's wire, the BLOCK16 scale rule from the reports */
+	r = step(m, "j", 0, 0);
+	assert_string_equal(wire_of(r, 1), "block16");
+	assert_string_equal(wire_of(r, 2), "fixed32");
+	assert_true(scale_of(r, 1) == ldexp(1, 24));
+	assert_true(scale_of(r, 2) == 1024.0);
+	json_decref(r);
+	report(m, 0, 0, "{\"tensor\": 1, \"max_abs\": 3.0}, {\"tensor\": 2, \"max_abs\": 3.0}", 0);
+	r = step(m, "j", 1, 1);
+	assert_true(scale_of(r, 1) == ldexp(1, 52)); /* 3 x s x 2 < 2^55 */
+	assert_true(scale_of(r, 2) == ldexp(1, 26)); /* 4 x 3 x s x 2 < 2^31 */
+	json_decref(r);
+	mgr_close(m);
+
+	/* --half-wire fixed32: bf16 tensors go as FIXED32 unless told otherwise */
+	conf.half_wire = CAIS_DT_FIXED32;
+	m = open_mgr();
+	json_decref(ok(m, "job.register", "{\"job\": \"k\", \"tenant\": \"t\", \"world\": 2}"));
+	r = ok(m, "tensor.register", "{\"job\": \"k\", \"tensor\": 1, \"op\": \"sum\", "
+				     "\"dtype\": \"bf16\"}");
+	assert_string_equal(gets_(r, "wire"), "fixed32");
+	json_decref(r);
+	mgr_close(m);
+	conf.half_wire = CAIS_DT_BLOCK16;
+}
+
+/* A store of schema 1 (before wire types) is upgraded: its tensors are FIXED32. */
+static void
+test_store_upgrade(void **state)
+{
+	struct mgr *m;
+	sqlite3 *db;
+	json_t *r;
+
+	(void)state;
+	m = open_mgr();
+	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 1}"));
+	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
+	mgr_close(m);
+	/* what schema 1 had: tensors without wire */
+	assert_int_equal(sqlite3_open(conf.db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "CREATE TABLE t1(job TEXT NOT NULL, tensor INTEGER NOT NULL,"
+				      " op INTEGER NOT NULL, installed INTEGER NOT NULL, scale REAL"
+				      " NOT NULL, PRIMARY KEY(job, tensor));"
+				      "INSERT INTO t1 SELECT job, tensor, op, installed, scale FROM "
+				      "tensors; DROP TABLE tensors; ALTER TABLE t1 RENAME TO "
+				      "tensors; PRAGMA user_version=1;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	m = open_mgr();
+	join_all(m, "j", 1);
+	r = step(m, "j", 0, 0);
+	assert_string_equal(wire_of(r, 1), "fixed32");
+	json_decref(r);
+	mgr_close(m);
+	assert_int_equal(sqlite3_open(conf.db, &db), SQLITE_OK);
+	{
+		sqlite3_stmt *s;
+
+		assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL),
+				 SQLITE_OK);
+		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+		assert_int_equal(sqlite3_column_int(s, 0), 2);
+		sqlite3_finalize(s);
+	}
+	sqlite3_close(db);
+}
+
 /* The most tensors a job may have, with the longest ids and scales: the
  * step.begin reply still fits one datagram. */
 static void
@@ -1459,8 +1620,8 @@ test_tensor_limit(void **state)
 	assert_int_equal(
 	    sqlite3_exec(db,
 			 "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM "
-			 "k WHERE i < 998) INSERT INTO tensors SELECT 'big', "
-			 "4294967295 - i, 0, 0, 5.9604644775390625e-08 FROM k",
+			 "k WHERE i < 766) INSERT INTO tensors SELECT 'big', "
+			 "4294967295 - i, 0, 0, 5.9604644775390625e-08, 1 FROM k",
 			 NULL, NULL, NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
@@ -1468,7 +1629,7 @@ test_tensor_limit(void **state)
 	json_decref(ok(m, "tensor.register",
 		       "{\"job\": \"big\", \"tensor\": 1000000000, \"op\": \"sum\"}"));
 	refused(m, "tensor.register", "{\"job\": \"big\", \"tensor\": 1000000001, \"op\": \"sum\"}",
-		ENOSPC, "has 1000 tensors");
+		ENOSPC, "has 768 tensors");
 	join_all(m, "big", 1);
 	assert_int_equal(FAKE_COUNT(tensor_add), MGR_MAX_TENSORS);
 	ec.handler_ctx = m;
@@ -1608,6 +1769,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_switch_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_begin, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tensor_limit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tensor_wire, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_upgrade, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conf, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_locked, setup, teardown),
 	};

@@ -210,8 +210,8 @@ expect "it-a first_seq" "$(mg --get first_seq job.status '{"job": "it-a"}')" 0
 sessions=$(sw --get sessions stats.get)
 echo "$sessions" | grep -q "\"tenant\":$T,\"session\":$S,\"n\":4,\"slots\":64,\"elems_per_packet\":256" ||
 	fail "session $T/$S not on the switch: $sessions"
-echo "$sessions" | grep -q '"tensor":1,"op":"sum","scale":1024' &&
-	echo "$sessions" | grep -q '"tensor":2,"op":"max","scale":1024' ||
+echo "$sessions" | grep -q '"tensor":1,"op":"sum","wire":"fixed32","scale":1024' &&
+	echo "$sessions" | grep -q '"tensor":2,"op":"max","wire":"fixed32","scale":1024' ||
 	fail "tensors not on the switch: $sessions"
 expect "switch slots_used" "$(sw --get slots_used stats.get)" 64
 say "session $T/$S on the switch with tensors 1 (sum) and 2 (max)"
