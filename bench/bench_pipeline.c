@@ -11,11 +11,14 @@
  *   io      plain forwarding: the burst goes straight to the TX hook
  *   kernel  the bare register action: each payload added into a 64-bit
  *           accumulator array as large as the session's slot arrays (the
- *           memory-bound limit of one core for this work)
+ *           memory-bound limit of one core for this work); for BLOCK16,
+ *           whose RESULT takes a search for each block's exponent, each
+ *           round's RESULT payload stored as well
+ * for each wire dtype asked for (the tensor's, and its DATA's: E4).
  * Prints a testpmd-like table and writes CSV.
  *
  *   bench_pipeline [--elems 64,256,1024,2048] [--ranks 2,4,8,16] [--seconds S]
- *                  [--csv FILE] [--quick]
+ *                  [--wire fixed32,block16] [--csv FILE] [--quick]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,7 +35,9 @@
 #include <rte_mbuf.h>
 
 #include "bench_args.h"
+#include "dp_ctl.h"
 #include "dp_switch.h"
+#include "../tests/common/b16.h"
 #include "../tests/common/frames.h"
 
 #define BATCH	 4096 /* mbufs prepared per timed batch */
@@ -41,10 +46,13 @@
 
 struct tx_count {
 	uint64_t pkts, bytes;
-	int64_t expect; /* RESULT payload[1]: the sum of every rank's element 1 */
-	bool check;	/* sample what is sent (the pipeline's RESULTs) */
+	const uint8_t *want; /* the RESULT payload of every round (they add the same packets) */
+	size_t plen;
+	bool check; /* sample what is sent (the pipeline's RESULTs) */
 	uint64_t checked, bad;
 };
+
+#define MAX_PAYLOAD (4 * CAIS_MAX_ELEMS)
 
 static uint16_t
 tx_free(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
@@ -56,16 +64,17 @@ tx_free(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16
 	for (uint16_t i = 0; i < n; i++) {
 		t->bytes += pkts[i]->pkt_len;
 		if (t->check && ((t->pkts + i) & 1023) == 0) { /* a sample: is it the sum? */
+			static uint8_t pb[MAX_PAYLOAD];
 			struct cais_hdr hb;
-			int32_t vb;
 			const struct cais_hdr *h =
 			    rte_pktmbuf_read(pkts[i], CAIS_FRAME_HDR_OFF, sizeof(hb), &hb);
-			const int32_t *v =
-			    rte_pktmbuf_read(pkts[i], CAIS_FRAME_OVERHEAD + 4, 4, &vb);
+			const uint8_t *p =
+			    rte_pktmbuf_read(pkts[i], CAIS_FRAME_OVERHEAD, (uint32_t)t->plen, pb);
 
 			t->checked++;
-			if (!h || !v || cais_hdr_type(h) != CAIS_TYPE_RESULT ||
-			    (int32_t)ntohl((uint32_t)*v) != t->expect)
+			if (!h || !p || cais_hdr_type(h) != CAIS_TYPE_RESULT ||
+			    pkts[i]->pkt_len != CAIS_FRAME_OVERHEAD + t->plen ||
+			    memcmp(p, t->want, t->plen) != 0)
 				t->bad++;
 		}
 	}
@@ -125,7 +134,10 @@ struct setup {
 	struct rte_mempool *in;
 	struct tx_count tx;
 	unsigned int n, e;
-	uint8_t tmpl[16][CAIS_FRAME_OVERHEAD + 4 * CAIS_MAX_ELEMS];
+	uint8_t wire;		   /* CAIS_DT_* of the tensor and the DATA */
+	size_t plen;		   /* DATA and RESULT payload bytes */
+	uint8_t want[MAX_PAYLOAD]; /* the RESULT payload */
+	uint8_t tmpl[16][CAIS_FRAME_OVERHEAD + MAX_PAYLOAD];
 	size_t len;
 };
 
@@ -146,16 +158,72 @@ ctl(struct dp_switch *sw, const char *json)
 	return rc;
 }
 
+/*
+ * Rank r's DATA for tensor 1 (seq and slot are refill()'s) and s->want, the
+ * RESULT payload of the round: FIXED32 values r x 1000 + i and their sums;
+ * BLOCK16 values of every magnitude, block exponents 0..8, and the model's
+ * RESULT (tests/common/b16.h).
+ */
+static void
+templates(struct setup *s)
+{
+	static int64_t acc[CAIS_MAX_ELEMS];
+	uint8_t exps[CAIS_MAX_ELEMS / CAIS_B16_BLOCK];
+	int16_t m[CAIS_MAX_ELEMS];
+	int32_t v[CAIS_MAX_ELEMS];
+
+	memset(acc, 0, sizeof(acc));
+	for (unsigned int r = 0; r < s->n; r++) {
+		uint8_t *f = s->tmpl[r];
+		struct cais_fields cf;
+		bool sat = false;
+
+		cais_data_fields(&cf, 1, 1, 1, 0, SLOTS, (uint8_t)r, (uint16_t)s->e);
+		cf.dtype = s->wire;
+		for (unsigned int i = 0; i < s->e; i++) {
+			v[i] = (int32_t)(r * 1000 + i);
+			m[i] = (int16_t)((r * 7919u + i * 31u) % 65535u - 32767);
+		}
+		for (unsigned int b = 0; b * CAIS_B16_BLOCK < s->e; b++)
+			exps[b] = (uint8_t)((b + r) % 9);
+		if (s->wire == CAIS_DT_BLOCK16) {
+			s->plen = tb16_encode(f + CAIS_FRAME_OVERHEAD, exps, m, s->e);
+			tf_udp_headers(f, &host[r], &agg, CAIS_HDR_LEN + s->plen);
+			cais_hdr_build((struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &cf);
+		} else {
+			s->plen =
+			    tf_cais_frame(f, &host[r], &agg, &cf, v, s->e) - CAIS_FRAME_OVERHEAD;
+		}
+		for (unsigned int i = 0; i < s->e; i++)
+			acc[i] += s->wire == CAIS_DT_BLOCK16
+				      ? tb16_elem(f + CAIS_FRAME_OVERHEAD, s->e, i, &sat)
+				      : v[i];
+	}
+	s->len = CAIS_FRAME_OVERHEAD + s->plen;
+	if (s->wire == CAIS_DT_BLOCK16) {
+		tb16_store(s->want, acc, s->e);
+	} else {
+		for (unsigned int i = 0; i < s->e; i++) {
+			uint32_t w = htonl((uint32_t)(int32_t)acc[i]);
+
+			memcpy(s->want + 4 * i, &w, 4);
+		}
+	}
+	s->tx.want = s->want;
+	s->tx.plen = s->plen;
+}
+
 static int
-setup(struct setup *s, unsigned int n, unsigned int e, unsigned int id)
+setup(struct setup *s, uint8_t wire, unsigned int n, unsigned int e, unsigned int id)
 {
 	struct dp_switch_conf c = {0};
 	char name[32], json[4096];
 	int k;
 
-	memset(s, 0, offsetof(struct setup, tmpl));
+	memset(s, 0, offsetof(struct setup, want));
 	s->n = n;
 	s->e = e;
+	s->wire = wire;
 	snprintf(name, sizeof(name), "b%u", id);
 	c.agg_enabled = true;
 	c.agg_ip = agg.ip;
@@ -173,8 +241,7 @@ setup(struct setup *s, unsigned int n, unsigned int e, unsigned int id)
 	snprintf(name, sizeof(name), "b%u_in", id);
 	s->in = rte_pktmbuf_pool_create(
 	    name, 2 * BATCH, 256, 0,
-	    (uint16_t)(RTE_PKTMBUF_HEADROOM + CAIS_FRAME_OVERHEAD + 4 * CAIS_MAX_ELEMS),
-	    SOCKET_ID_ANY);
+	    (uint16_t)(RTE_PKTMBUF_HEADROOM + CAIS_FRAME_OVERHEAD + MAX_PAYLOAD), SOCKET_ID_ANY);
 	if (!s->sw || !s->in) {
 		fprintf(stderr, "bench_pipeline: set-up: %s\n", rte_strerror(rte_errno));
 		return -1;
@@ -189,19 +256,15 @@ setup(struct setup *s, unsigned int n, unsigned int e, unsigned int id)
 			      "\"port\":%u}",
 			      r ? "," : "", r, r + 1, r + 1, 40000 + r);
 	snprintf(json + k, sizeof(json) - (size_t)k, "]}}");
-	if (ctl(s->sw, json) ||
-	    ctl(s->sw, "{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":1,"
-		       "\"op\":\"sum\",\"scale\":1024}}"))
+	if (ctl(s->sw, json))
 		return -1;
-	for (unsigned int r = 0; r < n; r++) {
-		struct cais_fields f;
-		int32_t v[CAIS_MAX_ELEMS];
-
-		for (unsigned int i = 0; i < e; i++)
-			v[i] = (int32_t)(r * 1000 + i);
-		cais_data_fields(&f, 1, 1, 1, 0, SLOTS, (uint8_t)r, (uint16_t)e);
-		s->len = tf_cais_frame(s->tmpl[r], &host[r], &agg, &f, v, e);
-	}
+	snprintf(json, sizeof(json),
+		 "{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":1,"
+		 "\"op\":\"sum\",\"scale\":1024,\"wire\":\"%s\"}}",
+		 cais_dtype_name(wire));
+	if (ctl(s->sw, json))
+		return -1;
+	templates(s);
 	return 0;
 }
 
@@ -249,13 +312,37 @@ struct result {
 static int64_t
     acc_store[SLOTS * 2 * CAIS_MAX_ELEMS]; /* laid out as the switch's: (slot, set) x elems */
 
+/*
+ * The kernel baseline on a batch of rounds from seq: each payload into its
+ * round's accumulator; for BLOCK16 each round's RESULT payload stored too,
+ * into its last packet, where the pipeline writes it.
+ */
+static void
+kernel_batch(const struct setup *s, struct rte_mbuf **m, unsigned int per, uint32_t seq)
+{
+	const struct dp_agg_ops *k = dp_agg_best()->wire[s->wire];
+	bool store = s->wire == CAIS_DT_BLOCK16;
+
+	for (unsigned int i = 0; i < per; i++) {
+		uint8_t *p = rte_pktmbuf_mtod(m[i], uint8_t *) + CAIS_FRAME_OVERHEAD;
+		uint32_t q = seq + i / s->n;
+		int64_t *acc = acc_store + ((q % SLOTS) * 2 + (q / SLOTS) % 2) * s->e;
+
+		if (i % s->n == 0)
+			k->load(acc, p, s->e);
+		else
+			k->sum(acc, p, s->e);
+		if (store && i % s->n == s->n - 1)
+			k->store(p, acc, s->e);
+	}
+}
+
 /* One timed batch of BATCH packets in one mode; @return its TSC cycles. */
 static uint64_t
 batch(struct setup *s, enum mode mode, uint32_t *seq)
 {
 	struct rte_mbuf *m[BATCH];
 	struct dp_lcore *lc = &s->sw->lcores[0];
-	const struct dp_agg_kernels *k = dp_agg_best();
 	unsigned int per = (BATCH / s->n) * s->n;
 	uint64_t t0, dt;
 
@@ -275,16 +362,7 @@ batch(struct setup *s, enum mode mode, uint32_t *seq)
 			tx_free(&s->tx, 0, 0, m + i, nb);
 		}
 	} else {
-		for (unsigned int i = 0; i < per; i++) {
-			const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);
-			uint32_t q = *seq + i / s->n;
-			int64_t *acc = acc_store + ((q % SLOTS) * 2 + (q / SLOTS) % 2) * s->e;
-
-			if (i % s->n == 0)
-				k->load(acc, p + CAIS_FRAME_OVERHEAD, s->e);
-			else
-				k->sum(acc, p + CAIS_FRAME_OVERHEAD, s->e);
-		}
+		kernel_batch(s, m, per, *seq);
 	}
 	dt = rte_rdtsc() - t0;
 	if (mode == M_KERNEL)
@@ -318,7 +396,6 @@ run(struct setup *s, const bool want[3], double seconds, struct result out[3])
 	bool more = true;
 
 	memset(out, 0, 3 * sizeof(*out));
-	s->tx.expect = (int64_t)(1000 * s->n * (s->n - 1) / 2 + s->n);
 	s->tx.checked = s->tx.bad = 0;
 	while (more) {
 		more = false;
@@ -343,7 +420,7 @@ run(struct setup *s, const bool want[3], double seconds, struct result out[3])
 		qsort(samples[md], nb[md], sizeof(uint64_t), cmp_u64);
 		out[md].mpps = (double)per /
 			       ((double)samples[md][nb[md] / 2] / (double)rte_get_tsc_hz()) / 1e6;
-		out[md].gbps = out[md].mpps * 1e6 * s->e * 4 * 8 / 1e9;
+		out[md].gbps = out[md].mpps * 1e6 * (double)s->plen * 8 / 1e9;
 	}
 	out[M_PIPELINE].checked = s->tx.checked;
 	out[M_PIPELINE].bad = s->tx.bad;
@@ -352,37 +429,122 @@ run(struct setup *s, const bool want[3], double seconds, struct result out[3])
 static void
 usage(void)
 {
-	printf("Usage: bench_pipeline [--elems LIST] [--ranks LIST] [--seconds S] [--csv FILE]\n"
-	       "                      [--quick]\n"
+	printf("Usage: bench_pipeline [--elems LIST] [--ranks LIST] [--wire LIST] [--seconds S]\n"
+	       "                      [--csv FILE] [--quick]\n"
 	       "The switch's pipeline on one lcore (dp_lcore_input + flush, RESULT generation\n"
 	       "included) against plain forwarding of the same packets and the bare add kernel\n"
-	       "(the memory-bound limit): Mpps, payload Gb/s and pipeline/kernel for every\n"
-	       "elements-per-packet x ranks. Defaults: --elems 64,256,1024,2048 --ranks\n"
-	       "2,4,8,16 --seconds 0.15; --quick: 256,2048 x 4 for 0.02 s (a smoke run).\n"
+	       "(the memory-bound limit; for BLOCK16 with each round's RESULT stored): Mpps,\n"
+	       "payload Gb/s and pipeline/kernel for every wire dtype x elements-per-packet x\n"
+	       "ranks. Defaults: --wire fixed32 --elems 64,256,1024,2048 --ranks 2,4,8,16\n"
+	       "--seconds 0.15; --wire fixed32,block16 measures both; --quick: 256,2048 x 4\n"
+	       "for 0.02 s (a smoke run).\n"
 	       "--only pipeline|io|kernel runs that mode alone (to profile it: perf record).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
 	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n");
 }
 
+/* "fixed32,block16" into out[]; @return the count; exit(2) on a bad list. */
+static unsigned int
+parse_wires(const char *list, uint8_t *out, unsigned int max)
+{
+	char buf[256], *save = NULL, *tok;
+	unsigned int n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int dt = cais_dtype_parse(tok);
+
+		if (dt < 0 || n == max) {
+			fprintf(stderr, "bench_pipeline: --wire '%s': fixed32 and/or block16\n",
+				list);
+			exit(2);
+		}
+		out[n++] = (uint8_t)dt;
+	}
+	if (!n) {
+		fprintf(stderr, "bench_pipeline: --wire: at least one of fixed32, block16\n");
+		exit(2);
+	}
+	return n;
+}
+
+/* What main() asks of measure(). */
+struct plan {
+	double seconds;
+	int only; /* a mode alone, or -1 */
+	FILE *csv;
+};
+
+/*
+ * One wire dtype x ranks x elements: its own switch, warmed, then every mode
+ * interleaved; a line of the table (and the CSV). @return 0, or 1 when the
+ * pipeline's output was wrong
+ */
+static int
+measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, unsigned int id)
+{
+	static const bool all[3] = {true, true, true}, warm[3] = {true, false, true};
+	struct setup *s = calloc(1, sizeof(*s));
+	struct result p, io, kr, res[3];
+	const char *wn = cais_dtype_name(wire);
+
+	if (!s || setup(s, wire, n, e, id) != 0)
+		return 1;
+	/* warm: every slot's accumulator faulted in, MAC table, caches */
+	run(s, warm, pl->seconds / 4, res);
+	if (pl->only >= 0) { /* one mode alone, for a profiler */
+		bool one[3] = {false, false, false};
+
+		one[pl->only] = true;
+		run(s, one, pl->seconds, res);
+		printf("  %7s %5u %5u | %s %.2f Mpps\n", wn, e, n,
+		       pl->only == M_PIPELINE ? "pipeline"
+		       : pl->only == M_IO     ? "io"
+					      : "kernel",
+		       res[pl->only].mpps);
+		teardown(s);
+		free(s);
+		return 0;
+	}
+	run(s, all, pl->seconds, res);
+	p = res[M_PIPELINE];
+	io = res[M_IO];
+	kr = res[M_KERNEL];
+	printf("  %7s %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f\n", wn, e, n,
+	       p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps, p.mpps / io.mpps);
+	if (pl->csv)
+		fprintf(pl->csv, "%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f,%s\n", e, n, p.mpps,
+			p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps, p.mpps / io.mpps,
+			(double)p.results / ((double)p.pkts / n), wn);
+	fflush(stdout);
+	teardown(s);
+	free(s);
+	if (p.results != p.pkts || p.bad || !p.checked) {
+		fprintf(stderr,
+			"bench_pipeline: wrong output: %" PRIu64 " RESULTs for %" PRIu64
+			" DATA (want equal), %" PRIu64 " of %" PRIu64
+			" sampled RESULTs not the expected payload\n",
+			p.results, p.pkts, p.bad, p.checked);
+		return 1;
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"elems", required_argument, NULL, 'e'},
-					   {"ranks", required_argument, NULL, 'n'},
-					   {"seconds", required_argument, NULL, 's'},
-					   {"csv", required_argument, NULL, 'c'},
-					   {"quick", no_argument, NULL, 'q'},
-					   {"only", required_argument, NULL, 'o'},
-					   {"huge", no_argument, NULL, 'H'},
-					   {"help", no_argument, NULL, 'h'},
-					   {NULL, 0, NULL, 0}};
+	static const struct option lo[] = {
+	    {"elems", required_argument, NULL, 'e'}, {"ranks", required_argument, NULL, 'n'},
+	    {"wire", required_argument, NULL, 'w'},  {"seconds", required_argument, NULL, 's'},
+	    {"csv", required_argument, NULL, 'c'},   {"quick", no_argument, NULL, 'q'},
+	    {"only", required_argument, NULL, 'o'},  {"huge", no_argument, NULL, 'H'},
+	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0}};
 	unsigned int elems[MAX_LIST] = {64, 256, 1024, 2048}, ranks[MAX_LIST] = {2, 4, 8, 16};
-	unsigned int ne = 4, nr = 4, id = 0;
-	double seconds = 0.15;
-	int only = -1;
+	uint8_t wires[CAIS_DT_COUNT] = {CAIS_DT_FIXED32};
+	unsigned int ne = 4, nr = 4, nw = 1, id = 0;
+	struct plan pl = {.seconds = 0.15, .only = -1};
 	bool huge = false;
 	const char *csv_path = NULL;
-	FILE *csv = NULL;
 	int o;
 
 	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -393,8 +555,11 @@ main(int argc, char **argv)
 		case 'n':
 			nr = bench_parse_list("bench_pipeline", "--ranks", optarg, ranks, MAX_LIST);
 			break;
+		case 'w':
+			nw = parse_wires(optarg, wires, CAIS_DT_COUNT);
+			break;
 		case 's':
-			seconds = strtod(optarg, NULL);
+			pl.seconds = strtod(optarg, NULL);
 			break;
 		case 'c':
 			csv_path = optarg;
@@ -404,11 +569,11 @@ main(int argc, char **argv)
 			break;
 		case 'o':
 			if (!strcmp(optarg, "pipeline"))
-				only = M_PIPELINE;
+				pl.only = M_PIPELINE;
 			else if (!strcmp(optarg, "io"))
-				only = M_IO;
+				pl.only = M_IO;
 			else if (!strcmp(optarg, "kernel"))
-				only = M_KERNEL;
+				pl.only = M_KERNEL;
 			else {
 				fprintf(stderr, "bench_pipeline: --only pipeline|io|kernel\n");
 				return 2;
@@ -420,7 +585,7 @@ main(int argc, char **argv)
 			ne = 2;
 			ranks[0] = 4;
 			nr = 1;
-			seconds = 0.02;
+			pl.seconds = 0.02;
 			break;
 		case 'h':
 			usage();
@@ -441,79 +606,38 @@ main(int argc, char **argv)
 			fprintf(stderr, "bench_pipeline: --ranks %u: 1..16\n", ranks[i]);
 			return 2;
 		}
-	if (!(seconds > 0)) {
+	if (!(pl.seconds > 0)) {
 		fprintf(stderr, "bench_pipeline: --seconds must be > 0\n");
 		return 2;
 	}
 	addresses();
 	eal(huge);
 	memset(acc_store, 0, sizeof(acc_store)); /* faulted in before any timing */
-	if (csv_path && !(csv = fopen(csv_path, "w"))) {
+	if (csv_path && !(pl.csv = fopen(csv_path, "w"))) {
 		perror(csv_path);
 		return 1;
 	}
-	if (csv)
-		fprintf(csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
-			     "kernel_gbps,pipeline_vs_kernel,pipeline_vs_io,results_per_round\n");
-	printf(
-	    "\n  ---------------- cais-switch pipeline, one lcore (%s kernels) ----------------\n",
-	    dp_agg_best()->name);
-	printf("  %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s\n", "elems", "ranks", "pipe Mpps",
-	       "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s", "pipe/krn", "pipe/io");
-	for (unsigned int a = 0; a < ne; a++)
-		for (unsigned int b = 0; b < nr; b++) {
-			struct setup *s = calloc(1, sizeof(*s));
-			struct result p, io, kr, res[3];
-			static const bool all[3] = {true, true, true},
-					  warm[3] = {true, false, true};
-
-			if (!s || setup(s, ranks[b], elems[a], id++) != 0)
-				return 1;
-			/* warm: every slot's accumulator faulted in, MAC table, caches */
-			run(s, warm, seconds / 4, res);
-			if (only >= 0) { /* one mode alone, for a profiler */
-				bool one[3] = {false, false, false};
-
-				one[only] = true;
-				run(s, one, seconds, res);
-				printf("  %5u %5u | %s %.2f Mpps\n", elems[a], ranks[b],
-				       only == M_PIPELINE ? "pipeline"
-				       : only == M_IO	  ? "io"
-							  : "kernel",
-				       res[only].mpps);
-				teardown(s);
-				free(s);
-				continue;
-			}
-			run(s, all, seconds, res);
-			p = res[M_PIPELINE];
-			io = res[M_IO];
-			kr = res[M_KERNEL];
-			printf("  %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f\n",
-			       elems[a], ranks[b], p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps,
-			       p.mpps / kr.mpps, p.mpps / io.mpps);
-			if (csv)
-				fprintf(csv, "%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f\n",
-					elems[a], ranks[b], p.mpps, p.gbps, io.mpps, kr.mpps,
-					kr.gbps, p.mpps / kr.mpps, p.mpps / io.mpps,
-					(double)p.results / ((double)p.pkts / ranks[b]));
-			fflush(stdout);
-			if (p.results != p.pkts || p.bad || !p.checked) {
-				fprintf(stderr,
-					"bench_pipeline: wrong output: %" PRIu64
-					" RESULTs for %" PRIu64 " DATA (want equal), %" PRIu64
-					" of %" PRIu64 " sampled RESULTs not the sum\n",
-					p.results, p.pkts, p.bad, p.checked);
-				return 1;
-			}
-			teardown(s);
-			free(s);
-		}
+	if (pl.csv)
+		fprintf(pl.csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
+				"kernel_gbps,pipeline_vs_kernel,pipeline_vs_io,results_per_round,"
+				"wire\n");
+	printf("\n  ------------------ cais-switch pipeline, one lcore (%s kernels) "
+	       "------------------\n",
+	       dp_agg_best()->name);
+	printf("  %7s %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s\n", "wire", "elems", "ranks",
+	       "pipe Mpps", "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s", "pipe/krn",
+	       "pipe/io");
+	for (unsigned int w = 0; w < nw; w++)
+		for (unsigned int a = 0; a < ne; a++)
+			for (unsigned int b = 0; b < nr; b++)
+				if (measure(&pl, wires[w], ranks[b], elems[a], id++) != 0)
+					return 1;
 	printf("  (Mpps: DATA packets in per second; Gb/s: their payload; pipe: parse, match,\n"
 	       "   action, RESULT to every member; io: the same packets forwarded as they are;\n"
-	       "   kern: the payloads added into the slot arrays and nothing else)\n");
-	if (csv)
-		fclose(csv);
+	       "   kern: the payloads added into the slot arrays and nothing else; for\n"
+	       "   block16 also each round's RESULT payload stored)\n");
+	if (pl.csv)
+		fclose(pl.csv);
 	rte_eal_cleanup();
 	return 0;
 }

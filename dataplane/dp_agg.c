@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The FIXED32 kernels, and the kernel sets of every wire dtype (the
+ * BLOCK16 kernels are dp_agg_b16.c's): the scalar set, the AVX2 set, and
+ * the choice between them.
+ */
 #include <string.h>
 
-#include "dp_agg.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define DP_HAVE_X86 1
-#endif
+#include "dp_agg_b16.h"
 
 static inline int32_t
 ld_be32(const uint8_t *p)
@@ -25,25 +25,27 @@ st_be32(uint8_t *p, int32_t v)
 	memcpy(p, &w, 4);
 }
 
-static void
+static bool
 load_scalar(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
 
 	for (unsigned int i = 0; i < n; i++)
 		acc[i] = ld_be32(p + 4 * i);
+	return false;
 }
 
-static void
+static bool
 sum_scalar(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
 
 	for (unsigned int i = 0; i < n; i++)
 		acc[i] += ld_be32(p + 4 * i);
+	return false;
 }
 
-static void
+static bool
 max_scalar(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
@@ -52,9 +54,10 @@ max_scalar(int64_t *acc, const void *payload, unsigned int n)
 		int64_t v = ld_be32(p + 4 * i);
 		acc[i] = v > acc[i] ? v : acc[i];
 	}
+	return false;
 }
 
-static void
+static bool
 min_scalar(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
@@ -63,6 +66,7 @@ min_scalar(int64_t *acc, const void *payload, unsigned int n)
 		int64_t v = ld_be32(p + 4 * i);
 		acc[i] = v < acc[i] ? v : acc[i];
 	}
+	return false;
 }
 
 static bool
@@ -85,8 +89,7 @@ store_scalar(void *out, const int64_t *acc, unsigned int n)
 	return sat;
 }
 
-const struct dp_agg_kernels dp_agg_scalar = {
-    .name = "scalar",
+static const struct dp_agg_ops fixed32_scalar = {
     .load = load_scalar,
     .sum = sum_scalar,
     .max = max_scalar,
@@ -94,9 +97,12 @@ const struct dp_agg_kernels dp_agg_scalar = {
     .store = store_scalar,
 };
 
-#ifdef DP_HAVE_X86
-#define AVX2 __attribute__((target("avx2")))
+const struct dp_agg_kernels dp_agg_scalar = {
+    .name = "scalar",
+    .wire = {[CAIS_DT_FIXED32] = &fixed32_scalar, [CAIS_DT_BLOCK16] = &dp_agg_b16_scalar},
+};
 
+#ifdef DP_AGG_X86
 /* Byte-swap each 32-bit lane. */
 AVX2 static inline __m256i
 bswap32x8(__m256i v)
@@ -116,7 +122,7 @@ ld8(const uint8_t *p, __m256i *lo, __m256i *hi)
 	*hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1));
 }
 
-AVX2 static void
+AVX2 static bool
 load_avx2(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
@@ -128,10 +134,10 @@ load_avx2(int64_t *acc, const void *payload, unsigned int n)
 		_mm256_storeu_si256((__m256i *)(acc + i), lo);
 		_mm256_storeu_si256((__m256i *)(acc + i + 4), hi);
 	}
-	load_scalar(acc + i, p + 4 * i, n - i);
+	return load_scalar(acc + i, p + 4 * i, n - i);
 }
 
-AVX2 static void
+AVX2 static bool
 sum_avx2(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
@@ -145,7 +151,7 @@ sum_avx2(int64_t *acc, const void *payload, unsigned int n)
 		_mm256_storeu_si256((__m256i *)(acc + i), _mm256_add_epi64(a0, lo));
 		_mm256_storeu_si256((__m256i *)(acc + i + 4), _mm256_add_epi64(a1, hi));
 	}
-	sum_scalar(acc + i, p + 4 * i, n - i);
+	return sum_scalar(acc + i, p + 4 * i, n - i);
 }
 
 /* keep_new selects the lanes where the new value wins. */
@@ -158,7 +164,7 @@ pick(__m256i a, __m256i v, bool want_max)
 	return _mm256_blendv_epi8(a, v, keep_new);
 }
 
-AVX2 static inline void
+AVX2 static inline bool
 extreme_avx2(int64_t *acc, const uint8_t *p, unsigned int n, bool want_max)
 {
 	unsigned int i = 0;
@@ -171,22 +177,20 @@ extreme_avx2(int64_t *acc, const uint8_t *p, unsigned int n, bool want_max)
 		_mm256_storeu_si256((__m256i *)(acc + i), pick(a0, lo, want_max));
 		_mm256_storeu_si256((__m256i *)(acc + i + 4), pick(a1, hi, want_max));
 	}
-	if (want_max)
-		max_scalar(acc + i, p + 4 * i, n - i);
-	else
-		min_scalar(acc + i, p + 4 * i, n - i);
+	return want_max ? max_scalar(acc + i, p + 4 * i, n - i)
+			: min_scalar(acc + i, p + 4 * i, n - i);
 }
 
-AVX2 static void
+AVX2 static bool
 max_avx2(int64_t *acc, const void *payload, unsigned int n)
 {
-	extreme_avx2(acc, payload, n, true);
+	return extreme_avx2(acc, payload, n, true);
 }
 
-AVX2 static void
+AVX2 static bool
 min_avx2(int64_t *acc, const void *payload, unsigned int n)
 {
-	extreme_avx2(acc, payload, n, false);
+	return extreme_avx2(acc, payload, n, false);
 }
 
 /* Clamp four int64 to int32 range; sat collects the lanes that clamped. */
@@ -223,13 +227,17 @@ store_avx2(void *out, const int64_t *acc, unsigned int n)
 	return store_scalar(p + 4 * i, acc + i, n - i) || !_mm256_testz_si256(sat, sat);
 }
 
-static const struct dp_agg_kernels agg_avx2 = {
-    .name = "avx2",
+static const struct dp_agg_ops fixed32_avx2 = {
     .load = load_avx2,
     .sum = sum_avx2,
     .max = max_avx2,
     .min = min_avx2,
     .store = store_avx2,
+};
+
+static const struct dp_agg_kernels agg_avx2 = {
+    .name = "avx2",
+    .wire = {[CAIS_DT_FIXED32] = &fixed32_avx2, [CAIS_DT_BLOCK16] = &dp_agg_b16_avx2},
 };
 
 const struct dp_agg_kernels *

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The register actions: fold a big-endian int32 payload into a slot's
- * 64-bit accumulator, and write the accumulator back as a big-endian int32
- * RESULT payload.
+ * The register actions: fold a DATA payload into a slot's 64-bit
+ * accumulator, and write the accumulator back as a RESULT payload, for
+ * each wire dtype (docs/PROTOCOL.md 1 and E4).
  *
- * Sums are kept in 64 bits (n <= 255 int32 values cannot overflow them), so
- * they are exact and independent of arrival order; saturation happens once,
- * in dp_agg_kernels.store, which reports whether any element saturated
- * (the OVERFLOW flag). AVX2 versions are chosen at run time where the CPU
- * has AVX2, scalar ones otherwise.
+ * FIXED32: payload[i] is a big-endian int32. Sums are kept in 64 bits
+ * (n <= 255 int32 values cannot overflow them), so they are exact and
+ * independent of arrival order; saturation happens once, in store, which
+ * reports whether any element saturated (the OVERFLOW flag).
+ *
+ * BLOCK16: element i is m_i x 2^e_b, m_i a big-endian int16 and e_b the
+ * exponent byte of its block of CAIS_B16_BLOCK. The folds add (or compare)
+ * those exact integers; a DATA exponent above CAIS_B16_EMAX_DATA counts as
+ * CAIS_B16_EMAX_DATA and is reported (OVERFLOW). 255 contributions then stay
+ * below 2^63, so store never saturates: per block it picks the smallest
+ * exponent in 0..CAIS_B16_EMAX at which every acc_i / 2^e rounds (to nearest,
+ * ties to even) into -32767..32767, writes it, zero padding, and the m_i.
+ *
+ * AVX2 versions are chosen at run time where the CPU has AVX2, scalar ones
+ * otherwise; both give the same bits.
  */
 #ifndef DP_AGG_H
 #define DP_AGG_H
@@ -17,19 +27,32 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/** One implementation of the kernels; n is a count of elements. */
+#include <cais/proto.h>
+
+/**
+ * The kernels of one wire dtype; n is a count of elements, payloads are as
+ * the wire has them (any alignment). The folds return true when the payload
+ * saturated on the way in (a BLOCK16 exponent above the DATA limit), store
+ * when the RESULT saturated (a FIXED32 element outside int32): either sets
+ * the round's OVERFLOW.
+ */
+struct dp_agg_ops {
+	/** acc[i] = element i (first contribution of a round) */
+	bool (*load)(int64_t *acc, const void *payload, unsigned int n);
+	/** acc[i] += element i */
+	bool (*sum)(int64_t *acc, const void *payload, unsigned int n);
+	/** acc[i] = max(acc[i], element i) */
+	bool (*max)(int64_t *acc, const void *payload, unsigned int n);
+	/** acc[i] = min(acc[i], element i) */
+	bool (*min)(int64_t *acc, const void *payload, unsigned int n);
+	/** out = the RESULT payload of acc, cais_payload_bytes(dtype, n) bytes */
+	bool (*store)(void *out, const int64_t *acc, unsigned int n);
+};
+
+/** One implementation of the kernels, for every wire dtype. */
 struct dp_agg_kernels {
 	const char *name;
-	/** acc[i] = payload[i] (first contribution of a round) */
-	void (*load)(int64_t *acc, const void *payload, unsigned int n);
-	/** acc[i] += payload[i] */
-	void (*sum)(int64_t *acc, const void *payload, unsigned int n);
-	/** acc[i] = max(acc[i], payload[i]) */
-	void (*max)(int64_t *acc, const void *payload, unsigned int n);
-	/** acc[i] = min(acc[i], payload[i]) */
-	void (*min)(int64_t *acc, const void *payload, unsigned int n);
-	/** out[i] = saturate(acc[i]) big-endian; @return true if any saturated */
-	bool (*store)(void *out, const int64_t *acc, unsigned int n);
+	const struct dp_agg_ops *wire[CAIS_DT_COUNT]; /**< by wire dtype, CAIS_DT_* */
 };
 
 /** Portable C kernels. */

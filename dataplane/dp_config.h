@@ -75,23 +75,31 @@
 #define DP_L2_DEFAULT_AGE_S 300u
 
 /**
- * REJECT rate limit (PROTOCOL.md 1): every REJECT while a sender provokes
- * fewer than 10 per second, never more than 100 per second to one sender.
- * One-second windows, DP_RL_ENTRIES senders tracked per lcore.
+ * REJECT rate limit (docs/PROTOCOL.md 1 and E1): every REJECT while a sender
+ * provokes fewer than 10 per second, never more than 100 per second to one
+ * sender. A token bucket per sender of DP_RL_PER_SECOND / 2 of burst, refilled
+ * at DP_RL_PER_SECOND / 2 per second; DP_RL_ENTRIES buckets per lcore, shared
+ * by the senders that hash to one.
  */
 #define DP_RL_PER_SECOND 100u
 #define DP_RL_ENTRIES	 1024u
 
-/** Default admission thresholds (stored now; the control plane uses them). */
+/**
+ * Default thresholds (thresholds.set changes them): session.add is refused
+ * beyond this share of the slot capacity (all of it), and RESULTs carry
+ * CONGESTED while more packets than this wait for an lcore (half its RX ring).
+ */
 #define DP_DEFAULT_SLOT_USAGE  1.0
 #define DP_DEFAULT_QUEUE_DEPTH 512u
 
 /**
- * Priority classes (DESIGN.md): RESULTs of high-priority sessions leave
- * first, and this share of each TX buffer is theirs alone (normal traffic
- * flushes when it has used the rest).
+ * Priority classes: RESULTs of high-priority sessions leave first, and this
+ * share (%) of each TX buffer is theirs alone (normal traffic flushes when it
+ * has used the rest). --high-share sets it, up to DP_MAX_HIGH_SHARE so that
+ * normal traffic keeps some room.
  */
 #define DP_DEFAULT_HIGH_SHARE 30u
+#define DP_MAX_HIGH_SHARE     90u
 
 /** RX occupancy is read from PMDs that report it every this many polls. */
 #define DP_QDEPTH_EVERY 8u
@@ -101,5 +109,8 @@
 
 /** Default MTU requested of devices that accept it (jumbo frames for E=2048). */
 #define DP_DEFAULT_MTU 9000u
+
+/** Why a table operation refused, in one line: as long as a control reply's message. */
+#define DP_ERR_MSG 256
 
 #endif /* DP_CONFIG_H */

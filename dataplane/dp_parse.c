@@ -1,21 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The parser: a frame from the RX burst (dp_lcore.c) is classified here on
+ * plain bytes; dp_lcore.c then learns its source MAC and hands it on by
+ * class: ARP and L2 to dp_fwd.c, DATA to the match (dp_match.c).
+ */
 #include <string.h>
 
+#include "dp_frame.h"
 #include "dp_parse.h"
 
-#define ETHERTYPE_IPV4	0x0800u
-#define ETHERTYPE_ARP	0x0806u
-#define ETHERTYPE_VLAN	0x8100u
-#define ETHERTYPE_QINQ	0x88A8u
-#define ARP_LEN		28u
-#define IPPROTO_UDP_NUM 17u
+#define ETHERTYPE_VLAN 0x8100u
+#define ETHERTYPE_QINQ 0x88A8u
 
 #define DP_X_NAME(name, text) #name,
-#define DP_X_TEXT(name, text) text,
 static const char *const drop_enum_names[] = {"NONE", DP_DROPS(DP_X_NAME)};
-static const char *const drop_texts[] = {"none", DP_DROPS(DP_X_TEXT)};
 #undef DP_X_NAME
-#undef DP_X_TEXT
 
 /* The enum names in lower case ("ip_options"), made once before main(). */
 static char drop_names[DP_DROP_MAX][24];
@@ -36,12 +35,6 @@ const char *
 dp_drop_name(enum dp_drop d)
 {
 	return (unsigned int)d < DP_DROP_MAX ? drop_names[d] : "?";
-}
-
-const char *
-dp_drop_text(enum dp_drop d)
-{
-	return (unsigned int)d < DP_DROP_MAX ? drop_texts[d] : "?";
 }
 
 static inline uint16_t
@@ -81,25 +74,64 @@ arp_for_agg(const uint8_t *frame, uint32_t len, uint32_t agg_ip)
 {
 	const uint8_t *arp = frame + CAIS_ETH_HLEN;
 
-	if (len < CAIS_ETH_HLEN + ARP_LEN)
+	if (len < CAIS_ETH_HLEN + DP_ARP_LEN)
 		return false;
-	if (rd16(arp) != 1 || rd16(arp + 2) != ETHERTYPE_IPV4 || arp[4] != 6 || arp[5] != 4)
+	if (rd16(arp) != 1 || rd16(arp + 2) != DP_ETHERTYPE_IPV4 || arp[4] != 6 || arp[5] != 4)
 		return false;
 	if (rd16(arp + 6) != 1) /* request */
 		return false;
 	return dp_eq4(arp + 24, &agg_ip) && dp_eq6(arp + 8, frame + 6);
 }
 
+/* Why a CAIS header failed cais_hdr_check(). */
+static enum dp_drop
+cais_drop(enum cais_hdr_check hc)
+{
+	switch (hc) {
+	case CAIS_HDR_SHORT:
+		return DP_DROP_CAIS_SHORT;
+	case CAIS_HDR_BAD_MAGIC:
+		return DP_DROP_CAIS_MAGIC;
+	case CAIS_HDR_BAD_VERSION:
+		return DP_DROP_CAIS_VERSION;
+	case CAIS_HDR_BAD_TYPE:
+		return DP_DROP_CAIS_TYPE;
+	default:
+		return DP_DROP_CAIS_FLAGS;
+	}
+}
+
+/* UDP to the aggregator, in the room an IPv4 payload leaves: CAIS DATA to its port. */
+static void
+parse_udp(const uint8_t *udp, uint32_t room, const struct dp_parse_cfg *cfg, struct dp_parsed *out)
+{
+	const uint8_t *cais = udp + CAIS_UDP_HLEN;
+	enum cais_hdr_check hc;
+	uint32_t udp_len;
+
+	if (room < CAIS_UDP_HLEN)
+		return drop(out, DP_DROP_UDP_LEN);
+	udp_len = rd16(udp + 4);
+	if (udp_len < CAIS_UDP_HLEN || udp_len > room)
+		return drop(out, DP_DROP_UDP_LEN);
+	if (!dp_eq2(udp + 2, &cfg->udp_port))
+		return drop(out, DP_DROP_UDP_PORT);
+	hc = cais_hdr_check(cais, udp_len - CAIS_UDP_HLEN);
+	if (hc != CAIS_HDR_OK)
+		return drop(out, cais_drop(hc));
+	if (cais_hdr_type((const struct cais_hdr *)cais) != CAIS_TYPE_DATA)
+		return drop(out, DP_DROP_NOT_DATA);
+	out->cls = DP_CLASS_DATA;
+}
+
+/* IPv4 to the aggregator MAC: to its address, no options, no fragment, UDP. */
 static void
 parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 	   struct dp_parsed *out)
 {
 	const uint8_t *ip = frame + CAIS_ETH_HLEN;
-	const uint8_t *udp, *cais;
-	uint32_t ip_len, udp_len;
+	uint32_t ip_len;
 	unsigned int ihl;
-	uint16_t frag;
-	enum cais_hdr_check hc;
 
 	if (len < CAIS_ETH_HLEN + CAIS_IP_HLEN)
 		return drop(out, DP_DROP_IP_SHORT);
@@ -117,40 +149,11 @@ parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 		return drop(out, DP_DROP_IP_CSUM);
 	if (!dp_eq4(ip + 16, &cfg->agg_ip))
 		return drop(out, DP_DROP_TO_AGG_OTHER);
-	frag = rd16(ip + 6);
-	if (frag & 0x3FFFu) /* MF or a fragment offset */
+	if (rd16(ip + 6) & 0x3FFFu) /* MF or a fragment offset */
 		return drop(out, DP_DROP_IP_FRAGMENT);
-	if (ip[9] != IPPROTO_UDP_NUM)
+	if (ip[9] != DP_IPPROTO_UDP)
 		return drop(out, DP_DROP_NOT_UDP);
-	udp = ip + CAIS_IP_HLEN;
-	if (ip_len < CAIS_IP_HLEN + CAIS_UDP_HLEN)
-		return drop(out, DP_DROP_UDP_LEN);
-	udp_len = rd16(udp + 4);
-	if (udp_len < CAIS_UDP_HLEN || udp_len > ip_len - CAIS_IP_HLEN)
-		return drop(out, DP_DROP_UDP_LEN);
-	if (!dp_eq2(udp + 2, &cfg->udp_port))
-		return drop(out, DP_DROP_UDP_PORT);
-	cais = udp + CAIS_UDP_HLEN;
-	hc = cais_hdr_check(cais, udp_len - CAIS_UDP_HLEN);
-	switch (hc) {
-	case CAIS_HDR_OK:
-		break;
-	case CAIS_HDR_SHORT:
-		return drop(out, DP_DROP_CAIS_SHORT);
-	case CAIS_HDR_BAD_MAGIC:
-		return drop(out, DP_DROP_CAIS_MAGIC);
-	case CAIS_HDR_BAD_VERSION:
-		return drop(out, DP_DROP_CAIS_VERSION);
-	case CAIS_HDR_BAD_TYPE:
-		return drop(out, DP_DROP_CAIS_TYPE);
-	default:
-		return drop(out, DP_DROP_CAIS_FLAGS);
-	}
-	if (cais_hdr_type((const struct cais_hdr *)cais) != CAIS_TYPE_DATA)
-		return drop(out, DP_DROP_NOT_DATA);
-	out->cls = DP_CLASS_DATA;
-	out->hdr = (const struct cais_hdr *)cais;
-	out->payload_len = udp_len - CAIS_UDP_HLEN - CAIS_HDR_LEN;
+	parse_udp(ip + CAIS_IP_HLEN, ip_len - CAIS_IP_HLEN, cfg, out);
 }
 
 void
@@ -162,8 +165,6 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg, str
 
 	out->cls = DP_CLASS_L2;
 	out->drop = DP_DROP_NONE;
-	out->hdr = NULL;
-	out->payload_len = 0;
 
 	if (len < CAIS_ETH_HLEN)
 		return drop(out, DP_DROP_RUNT);
@@ -173,7 +174,7 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg, str
 		return;
 	type = rd16(frame + 12);
 	to_agg = dp_eq6(frame, cfg->agg_mac);
-	if (type == ETHERTYPE_ARP) {
+	if (type == DP_ETHERTYPE_ARP) {
 		bool want = (to_agg || dp_eq6(frame, bcast)) &&
 			    arp_for_agg(frame, len, cfg->agg_ip);
 		if (want)
@@ -184,7 +185,7 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg, str
 	}
 	if (!to_agg)
 		return;
-	if (type == ETHERTYPE_IPV4)
+	if (type == DP_ETHERTYPE_IPV4)
 		return parse_ipv4(frame, len, cfg, out);
 	if (type == ETHERTYPE_VLAN || type == ETHERTYPE_QINQ)
 		return drop(out, DP_DROP_VLAN);

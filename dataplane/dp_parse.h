@@ -33,8 +33,8 @@
 #include <cais/proto.h>
 
 /**
- * Drop reasons of the whole switch: X(name, text). Parse failures first,
- * then the pipeline's.
+ * Drop reasons of the whole switch: X(name, what it means). Parse failures
+ * first, then the pipeline's.
  */
 #define DP_DROPS(X)                                                                                \
 	X(RUNT, "frame shorter than an Ethernet header")                                           \
@@ -60,7 +60,7 @@
 	X(NOT_DATA, "RESULT or REJECT addressed to the switch")                                    \
 	X(MULTISEG, "multi-segment frame")                                                         \
 	X(SLOT_MISMATCH, "slot or set disagree with seq")                                          \
-	X(INCONSISTENT, "count or tensor differ from the round's")                                 \
+	X(INCONSISTENT, "count, dtype or tensor differ from the round's")                          \
 	X(DUPLICATE, "duplicate contribution to an open round")                                    \
 	X(STALE, "seq older than the slot's round")                                                \
 	X(REJECT_LIMITED, "REJECT suppressed by the per-sender rate limit")                        \
@@ -77,8 +77,6 @@ enum dp_drop { DP_DROP_NONE = 0, DP_DROPS(DP_X_ENUM) DP_DROP_MAX };
 
 /** @return the lower-case name of a drop reason ("ip_options"), as the counters show it. */
 const char *dp_drop_name(enum dp_drop d);
-/** @return the one-line description of a drop reason. */
-const char *dp_drop_text(enum dp_drop d);
 
 /** What the pipeline does with a frame. */
 enum dp_class {
@@ -96,12 +94,14 @@ struct dp_parse_cfg {
 	bool agg_enabled;  /**< false: the switch only forwards */
 };
 
-/** Parser result. Offsets of a DATA frame are fixed (CAIS_FRAME_HDR_OFF). */
+/**
+ * Parser result. A DATA frame has no IPv4 options, so its CAIS header is at
+ * CAIS_FRAME_HDR_OFF, and its UDP length lies within the frame: the match
+ * (dp_match.c) reads both from the frame itself.
+ */
 struct dp_parsed {
 	enum dp_class cls;
-	enum dp_drop drop;	    /**< DP_CLASS_DROP: why */
-	const struct cais_hdr *hdr; /**< DP_CLASS_DATA: the CAIS header */
-	uint32_t payload_len;	    /**< DP_CLASS_DATA: bytes after the CAIS header */
+	enum dp_drop drop; /**< DP_CLASS_DROP: why */
 };
 
 /**

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * The slot state machine of PROTOCOL.md section 3, for one (slot, set).
+ * The slot state machine of docs/PROTOCOL.md section 3, for one (slot, set).
  *
  * dp_slot_step() decides what a DATA contribution does to the state; the
  * caller applies the verdict to the accumulator (dp_agg.h). Kept apart
  * from the accumulator so that it is tested exhaustively on its own.
+ *
+ * A round keeps the count, wire dtype (E4) and tensor of the DATA that
+ * opened it: a contribution that differs in any of them is inconsistent.
  */
 #ifndef DP_SLOT_H
 #define DP_SLOT_H
@@ -28,7 +31,7 @@ enum dp_verdict {
 	DP_V_RESEND,	   /**< round complete and rank seen: unicast the stored RESULT */
 	DP_V_DUPLICATE,	   /**< rank already counted in the open round: drop */
 	DP_V_STALE,	   /**< seq older than the round held: drop */
-	DP_V_INCONSISTENT, /**< count or tensor differ from the round's: drop */
+	DP_V_INCONSISTENT, /**< count, dtype or tensor differ from the round's: drop */
 };
 
 #define DP_SEEN_WORDS ((CAIS_MAX_WORLD + 1 + 63) / 64)
@@ -39,9 +42,10 @@ struct dp_slot {
 	uint32_t tensor; /**< the round's tensor */
 	uint16_t count;	 /**< the round's element count */
 	uint8_t state;	 /**< enum dp_slot_state */
-	uint8_t ovf;	 /**< the completed round saturated (OVERFLOW) */
+	uint8_t ovf;	 /**< the round saturated (OVERFLOW): on the way in or in its RESULT */
 	uint16_t n_seen; /**< ranks counted */
-	uint16_t pad;
+	uint8_t dtype;	 /**< the round's wire dtype, CAIS_DT_* */
+	uint8_t pad;
 	uint64_t t_start;	      /**< TSC of the round's first DATA */
 	uint64_t seen[DP_SEEN_WORDS]; /**< bitmap of ranks counted */
 } __attribute__((aligned(64)));
@@ -55,11 +59,13 @@ dp_slot_seen(const struct dp_slot *sl, uint8_t rank)
 }
 
 static inline void
-dp_slot_open(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, uint16_t count)
+dp_slot_open(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, uint16_t count,
+	     uint8_t dtype)
 {
 	sl->seq = seq;
 	sl->tensor = tensor;
 	sl->count = count;
+	sl->dtype = dtype;
 	sl->state = DP_SLOT_OPEN;
 	sl->ovf = 0;
 	sl->n_seen = 1;
@@ -75,17 +81,18 @@ dp_slot_open(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, ui
  * @param tensor   the packet's tensor
  * @param rank     the sender's rank, < n
  * @param count    the packet's count
+ * @param dtype    the packet's wire dtype
  * @param n        the session's world size
  * @param complete set to true when this contribution completed the round
  * @return the verdict; the state is changed only for DP_V_NEW and DP_V_ADD
  */
 static inline enum dp_verdict
 dp_slot_step(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, uint16_t count,
-	     uint16_t n, bool *complete)
+	     uint8_t dtype, uint16_t n, bool *complete)
 {
 	*complete = false;
 	if (sl->state == DP_SLOT_EMPTY || cais_seq_before(sl->seq, seq)) {
-		dp_slot_open(sl, seq, tensor, rank, count);
+		dp_slot_open(sl, seq, tensor, rank, count, dtype);
 		if (n == 1) {
 			sl->state = DP_SLOT_DONE;
 			*complete = true;
@@ -94,7 +101,7 @@ dp_slot_step(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, ui
 	}
 	if (seq != sl->seq)
 		return DP_V_STALE;
-	if (count != sl->count || tensor != sl->tensor)
+	if (count != sl->count || dtype != sl->dtype || tensor != sl->tensor)
 		return DP_V_INCONSISTENT;
 	if (dp_slot_seen(sl, rank))
 		return sl->state == DP_SLOT_DONE ? DP_V_RESEND : DP_V_DUPLICATE;

@@ -19,6 +19,7 @@
 
 #include <rte_telemetry.h>
 
+#include "dp_ctl.h"
 #include "dp_switch.h"
 #include "dp_telemetry.h"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cais-switch: EAL, options, ports, the switch, --config, the lcores.
+ * cais-switch: EAL, options, ports, the switch, --config, the control
+ * endpoint, the lcores.
  *
  *   cais-switch [EAL options] -- [options]
  *
@@ -9,8 +10,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,9 @@
 #include <rte_rcu_qsbr.h>
 
 #include "cmn_addr.h"
-#include "ctl_client.h"
 #include "ctl_endpoint.h"
+#include "dp_ctl.h"
+#include "dp_stats.h"
 #include "dp_switch.h"
 #include "dp_telemetry.h"
 
@@ -41,11 +43,11 @@ struct options {
 	uint32_t agg_ip;
 	bool agg_mac_set;
 	struct rte_ether_addr agg_mac;
-	uint16_t udp_port;
+	uint32_t udp_port;
 	const char *config;
-	struct sockaddr_in ctl;
+	struct sockaddr_in ctl; /**< sin_port 0: no endpoint */
 	const char *ctl_key;
-	unsigned int stats_period;
+	uint32_t stats_period;
 	uint32_t max_slots;
 	uint32_t mac_age;
 	uint32_t mtu;
@@ -95,147 +97,152 @@ usage(FILE *f, const char *prog)
 		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, DP_DEFAULT_HIGH_SHARE, prog);
 }
 
+/* ---- options ---- */
+
+struct opt;
+
+/* Check an option's argument and store it in o; says why not on stderr. @return 0 or -1 */
+typedef int (*opt_parse_fn)(const struct opt *opt, const char *arg, struct options *o);
+
+/* An option after --: its name, its parse helper (NULL: --help), an integer's range and field. */
+struct opt {
+	const char *name;
+	opt_parse_fn parse;
+	unsigned long min, max;
+	size_t field; /* offsetof the uint32_t in struct options */
+};
+
+/* An argument refused: "cais-switch: --NAME: 'ARG' is not WHAT". @return -1 */
 static int
-parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max, unsigned long *out)
+refuse(const struct opt *opt, const char *arg, const char *what)
 {
-	char *end;
+	fprintf(stderr, "cais-switch: --%s: '%s' is not %s\n", opt->name, arg, what);
+	return -1;
+}
+
+static int
+parse_u32(const struct opt *opt, const char *arg, struct options *o)
+{
+	char *end, what[64];
 	unsigned long v;
 
 	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "cais-switch: %s: '%s' is not an integer in [%lu, %lu]\n", opt, s,
-			min, max);
-		return -1;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' || v < opt->min || v > opt->max) {
+		snprintf(what, sizeof(what), "an integer in [%lu, %lu]", opt->min, opt->max);
+		return refuse(opt, arg, what);
 	}
-	*out = v;
+	*(uint32_t *)((char *)o + opt->field) = (uint32_t)v;
 	return 0;
 }
 
-enum {
-	OPT_AGG_IP = 256,
-	OPT_AGG_MAC,
-	OPT_UDP_PORT,
-	OPT_CONFIG,
-	OPT_CTL,
-	OPT_CTL_KEY,
-	OPT_STATS_PERIOD,
-	OPT_MAX_SLOTS,
-	OPT_MAC_AGE,
-	OPT_MTU,
-	OPT_MBUFS,
-	OPT_HIGH_SHARE,
-	OPT_HELP,
+static int
+parse_agg_ip(const struct opt *opt, const char *arg, struct options *o)
+{
+	if (inet_pton(AF_INET, arg, &o->agg_ip) != 1)
+		return refuse(opt, arg, "an IPv4 address");
+	o->agg_enabled = true;
+	return 0;
+}
+
+static int
+parse_agg_mac(const struct opt *opt, const char *arg, struct options *o)
+{
+	if (rte_ether_unformat_addr(arg, &o->agg_mac) != 0 ||
+	    !rte_is_unicast_ether_addr(&o->agg_mac))
+		return refuse(opt, arg, "a unicast MAC");
+	o->agg_mac_set = true;
+	return 0;
+}
+
+static int
+parse_config(const struct opt *opt, const char *arg, struct options *o)
+{
+	(void)opt;
+	o->config = arg;
+	return 0;
+}
+
+/* A.B.C.D[:PORT], or "none": no endpoint. */
+static int
+parse_ctl(const struct opt *opt, const char *arg, struct options *o)
+{
+	if (strcmp(arg, "none") == 0)
+		o->ctl.sin_port = 0;
+	else if (cmn_parse_addr(arg, CAIS_CTL_PORT, &o->ctl) != 0)
+		return refuse(opt, arg, "A.B.C.D:PORT");
+	return 0;
+}
+
+static int
+parse_ctl_key(const struct opt *opt, const char *arg, struct options *o)
+{
+	if (access(arg, R_OK) != 0) {
+		fprintf(stderr, "cais-switch: --%s: cannot read '%s': %s\n", opt->name, arg,
+			strerror(errno));
+		return -1;
+	}
+	o->ctl_key = arg;
+	return 0;
+}
+
+/* Long options only: getopt_long returns OPT_FIRST + the index in opts[]. */
+#define OPT_FIRST 256
+
+static const struct opt opts[] = {
+    {"agg-ip", parse_agg_ip, 0, 0, 0},
+    {"agg-mac", parse_agg_mac, 0, 0, 0},
+    {"udp-port", parse_u32, 1, 65535, offsetof(struct options, udp_port)},
+    {"config", parse_config, 0, 0, 0},
+    {"ctl", parse_ctl, 0, 0, 0},
+    {"ctl-key", parse_ctl_key, 0, 0, 0},
+    {"stats-period", parse_u32, 0, 86400, offsetof(struct options, stats_period)},
+    {"max-slots", parse_u32, 1, 1u << 24, offsetof(struct options, max_slots)},
+    {"mac-age", parse_u32, 1, 86400, offsetof(struct options, mac_age)},
+    {"mtu", parse_u32, 68, 9600, offsetof(struct options, mtu)},
+    {"mbufs", parse_u32, 1024, 1u << 22, offsetof(struct options, mbufs)},
+    {"high-share", parse_u32, 1, DP_MAX_HIGH_SHARE, offsetof(struct options, high_share)},
+    {"help", NULL, 0, 0, 0},
 };
 
+static void
+options_default(struct options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->udp_port = CAIS_UDP_PORT;
+	o->mtu = DP_DEFAULT_MTU;
+	o->ctl.sin_family = AF_INET;
+	o->ctl.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	o->ctl.sin_port = htons(CAIS_CTL_PORT);
+}
+
+/* The options after -- (argv[0] is the program); --help prints usage and exits. */
 static int
 parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-	    {"agg-ip", required_argument, NULL, OPT_AGG_IP},
-	    {"agg-mac", required_argument, NULL, OPT_AGG_MAC},
-	    {"udp-port", required_argument, NULL, OPT_UDP_PORT},
-	    {"config", required_argument, NULL, OPT_CONFIG},
-	    {"ctl", required_argument, NULL, OPT_CTL},
-	    {"ctl-key", required_argument, NULL, OPT_CTL_KEY},
-	    {"stats-period", required_argument, NULL, OPT_STATS_PERIOD},
-	    {"max-slots", required_argument, NULL, OPT_MAX_SLOTS},
-	    {"mac-age", required_argument, NULL, OPT_MAC_AGE},
-	    {"mtu", required_argument, NULL, OPT_MTU},
-	    {"mbufs", required_argument, NULL, OPT_MBUFS},
-	    {"help", no_argument, NULL, OPT_HELP},
-	    {NULL, 0, NULL, 0},
-	};
-	unsigned long v;
+	struct option longopts[RTE_DIM(opts) + 1] = {0};
 	int c;
 
+	for (size_t i = 0; i < RTE_DIM(opts); i++)
+		longopts[i] =
+		    (struct option){opts[i].name, opts[i].parse ? required_argument : no_argument,
+				    NULL, OPT_FIRST + (int)i};
 	optind = 1;
 	/* no short options: "" */
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (c) {
-		case OPT_AGG_IP:
-			if (inet_pton(AF_INET, optarg, &o->agg_ip) != 1) {
-				fprintf(stderr,
-					"cais-switch: --agg-ip: '%s' is not an IPv4 address\n",
-					optarg);
-				return -1;
-			}
-			o->agg_enabled = true;
-			break;
-		case OPT_AGG_MAC:
-			if (rte_ether_unformat_addr(optarg, &o->agg_mac) != 0 ||
-			    !rte_is_unicast_ether_addr(&o->agg_mac)) {
-				fprintf(stderr,
-					"cais-switch: --agg-mac: '%s' is not a unicast MAC\n",
-					optarg);
-				return -1;
-			}
-			o->agg_mac_set = true;
-			break;
-		case OPT_UDP_PORT:
-			if (parse_uint("--udp-port", optarg, 1, 65535, &v))
-				return -1;
-			o->udp_port = (uint16_t)v;
-			break;
-		case OPT_CONFIG:
-			o->config = optarg;
-			break;
-		case OPT_CTL:
-			if (strcmp(optarg, "none") == 0) {
-				o->ctl.sin_port = 0;
-				break;
-			}
-			if (cmn_parse_addr(optarg, CAIS_CTL_PORT, &o->ctl) != 0) {
-				fprintf(stderr, "cais-switch: --ctl: '%s' is not A.B.C.D:PORT\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case OPT_CTL_KEY:
-			if (access(optarg, R_OK) != 0) {
-				fprintf(stderr, "cais-switch: --ctl-key: cannot read '%s': %s\n",
-					optarg, strerror(errno));
-				return -1;
-			}
-			o->ctl_key = optarg;
-			break;
-		case OPT_STATS_PERIOD:
-			if (parse_uint("--stats-period", optarg, 0, 86400, &v))
-				return -1;
-			o->stats_period = (unsigned int)v;
-			break;
-		case OPT_MAX_SLOTS:
-			if (parse_uint("--max-slots", optarg, 1, 1u << 24, &v))
-				return -1;
-			o->max_slots = (uint32_t)v;
-			break;
-		case OPT_MAC_AGE:
-			if (parse_uint("--mac-age", optarg, 1, 86400, &v))
-				return -1;
-			o->mac_age = (uint32_t)v;
-			break;
-		case OPT_MTU:
-			if (parse_uint("--mtu", optarg, 68, 9600, &v))
-				return -1;
-			o->mtu = (uint32_t)v;
-			break;
-		case OPT_MBUFS:
-			if (parse_uint("--mbufs", optarg, 1024, 1u << 22, &v))
-				return -1;
-			o->mbufs = (uint32_t)v;
-			break;
-		case OPT_HIGH_SHARE:
-			if (parse_uint("--high-share", optarg, 1, 90, &v))
-				return -1;
-			o->high_share = (uint32_t)v;
-			break;
-		case OPT_HELP:
-			usage(stdout, argv[0]);
-			exit(EXIT_SUCCESS);
-		default:
+		const struct opt *opt;
+
+		if (c < OPT_FIRST || c >= OPT_FIRST + (int)RTE_DIM(opts)) {
 			usage(stderr, argv[0]);
 			return -1;
 		}
+		opt = &opts[c - OPT_FIRST];
+		if (!opt->parse) {
+			usage(stdout, argv[0]);
+			exit(EXIT_SUCCESS);
+		}
+		if (opt->parse(opt, optarg, o) != 0)
+			return -1;
 	}
 	if (optind != argc) {
 		fprintf(stderr, "cais-switch: unexpected argument '%s'\n", argv[optind]);
@@ -244,23 +251,122 @@ parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static void
-on_signal(int sig)
+static bool
+wants_help(int argc, char **argv)
 {
-	g_signal = sig;
-	if (g_sw)
-		g_sw->quit = true;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
 }
 
-/* Configure port p: one TX queue per lcore, RX queues up to one per lcore. */
+/* EAL from the arguments before --, then the options after it; exits on an error. */
+static void
+init(int argc, char **argv, struct options *o)
+{
+	int ret;
+
+	if (wants_help(argc, argv)) {
+		usage(stdout, argv[0]);
+		exit(EXIT_SUCCESS);
+	}
+	ret = rte_eal_init(argc, argv);
+	if (ret < 0)
+		rte_exit(EXIT_FAILURE, "EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+	argc -= ret;
+	argv += ret;
+	argv[0] = "cais-switch";
+	options_default(o);
+	if (parse_args(argc, argv, o) != 0)
+		rte_exit(EXIT_FAILURE, "bad options (see --help)\n");
+}
+
+/* ---- ports ---- */
+
+/* How many ports EAL probed; exits unless they are 1..DP_MAX_PORTS, numbered from 0. */
+static uint16_t
+ports_count(void)
+{
+	uint16_t n_ports = rte_eth_dev_count_avail();
+
+	if (n_ports == 0)
+		rte_exit(EXIT_FAILURE, "no ports: give PCI NICs or --vdev devices (see --help)\n");
+	if (n_ports > DP_MAX_PORTS)
+		rte_exit(EXIT_FAILURE, "%u ports, at most %u supported\n", n_ports, DP_MAX_PORTS);
+	for (uint16_t p = 0; p < n_ports; p++)
+		if (!rte_eth_dev_is_valid_port(p))
+			rte_exit(EXIT_FAILURE, "ports must be numbered 0..%u\n", n_ports - 1);
+	return n_ports;
+}
+
+/*
+ * A port's configuration: RSS over its RX queues, multi-segment TX where
+ * offered, jumbo frames where the device takes them (af_packet follows its
+ * interface's MTU).
+ */
+static void
+port_conf(const struct rte_eth_dev_info *info, uint16_t nrx, uint32_t want_mtu,
+	  struct rte_eth_conf *conf)
+{
+	uint32_t overhead, mtu;
+
+	memset(conf, 0, sizeof(*conf));
+	if (nrx > 1 && info->flow_type_rss_offloads) {
+		conf->rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf->rx_adv_conf.rss_conf.rss_hf =
+		    info->flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+	}
+	if (info->tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+		conf->txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+	overhead = info->max_rx_pktlen > info->max_mtu ? info->max_rx_pktlen - info->max_mtu
+						       : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+	mtu = RTE_MIN(want_mtu, (uint32_t)info->max_mtu);
+	if (info->max_rx_pktlen > overhead)
+		mtu = RTE_MIN(mtu, info->max_rx_pktlen - overhead);
+	mtu = RTE_MIN(mtu, (uint32_t)DP_MBUF_DATA - overhead);
+	if (mtu > RTE_ETHER_MTU)
+		conf->rxmode.mtu = mtu;
+}
+
+/* nrx RX queues on the switch's packet pool, ntx TX queues, then start. */
+static int
+port_queues_start(struct dp_switch *sw, uint16_t p, const char *name,
+		  const struct rte_eth_dev_info *info, const struct rte_eth_conf *conf,
+		  uint16_t nrx, uint16_t ntx)
+{
+	struct rte_eth_txconf txc = info->default_txconf;
+	uint16_t q;
+	int rc;
+
+	for (q = 0; q < nrx; q++) {
+		rc = rte_eth_rx_queue_setup(p, q, DP_RX_DESC, rte_eth_dev_socket_id(p), NULL,
+					    sw->pool);
+		if (rc) {
+			LOG(ERR, "port %u (%s): RX queue %u: %s", p, name, q, rte_strerror(-rc));
+			return rc;
+		}
+	}
+	txc.offloads = conf->txmode.offloads;
+	for (q = 0; q < ntx; q++) {
+		rc = rte_eth_tx_queue_setup(p, q, DP_TX_DESC, rte_eth_dev_socket_id(p), &txc);
+		if (rc) {
+			LOG(ERR, "port %u (%s): TX queue %u: %s", p, name, q, rte_strerror(-rc));
+			return rc;
+		}
+	}
+	rc = rte_eth_dev_start(p);
+	if (rc)
+		LOG(ERR, "port %u (%s): start failed: %s", p, name, rte_strerror(-rc));
+	return rc;
+}
+
+/* Configure and start port p: one TX queue per lcore, RX queues up to one per lcore. */
 static int
 port_init(struct dp_switch *sw, uint16_t p, const struct options *o, uint16_t *nb_rxq)
 {
-	struct rte_eth_conf conf = {0};
+	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
-	struct rte_eth_txconf txc;
-	uint16_t nrx, ntx = (uint16_t)sw->n_lcores, q;
-	uint32_t overhead, mtu;
+	uint16_t nrx, ntx = (uint16_t)sw->n_lcores;
 	uint16_t cur_mtu;
 	char name[RTE_ETH_NAME_MAX_LEN];
 	int rc;
@@ -277,49 +383,15 @@ port_init(struct dp_switch *sw, uint16_t p, const struct options *o, uint16_t *n
 		return -EINVAL;
 	}
 	nrx = (uint16_t)RTE_MIN((unsigned int)info.max_rx_queues, sw->n_lcores);
-	if (nrx > 1 && info.flow_type_rss_offloads) {
-		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-		conf.rx_adv_conf.rss_conf.rss_hf =
-		    info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
-	}
-	if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
-		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-	/* jumbo frames where the device takes them (af_packet follows its interface's MTU) */
-	overhead = info.max_rx_pktlen > info.max_mtu ? info.max_rx_pktlen - info.max_mtu
-						     : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-	mtu = RTE_MIN(o->mtu, (uint32_t)info.max_mtu);
-	if (info.max_rx_pktlen > overhead)
-		mtu = RTE_MIN(mtu, info.max_rx_pktlen - overhead);
-	mtu = RTE_MIN(mtu, (uint32_t)DP_MBUF_DATA - overhead);
-	if (mtu > RTE_ETHER_MTU)
-		conf.rxmode.mtu = mtu;
+	port_conf(&info, nrx, o->mtu, &conf);
 	rc = rte_eth_dev_configure(p, nrx, ntx, &conf);
 	if (rc) {
 		LOG(ERR, "port %u (%s): configure failed: %s", p, name, rte_strerror(-rc));
 		return rc;
 	}
-	for (q = 0; q < nrx; q++) {
-		rc = rte_eth_rx_queue_setup(p, q, DP_RX_DESC, rte_eth_dev_socket_id(p), NULL,
-					    sw->pool);
-		if (rc) {
-			LOG(ERR, "port %u (%s): RX queue %u: %s", p, name, q, rte_strerror(-rc));
-			return rc;
-		}
-	}
-	txc = info.default_txconf;
-	txc.offloads = conf.txmode.offloads;
-	for (q = 0; q < ntx; q++) {
-		rc = rte_eth_tx_queue_setup(p, q, DP_TX_DESC, rte_eth_dev_socket_id(p), &txc);
-		if (rc) {
-			LOG(ERR, "port %u (%s): TX queue %u: %s", p, name, q, rte_strerror(-rc));
-			return rc;
-		}
-	}
-	rc = rte_eth_dev_start(p);
-	if (rc) {
-		LOG(ERR, "port %u (%s): start failed: %s", p, name, rte_strerror(-rc));
+	rc = port_queues_start(sw, p, name, &info, &conf, nrx, ntx);
+	if (rc)
 		return rc;
-	}
 	rc = rte_eth_promiscuous_enable(p);
 	if (rc && rc != -ENOTSUP)
 		LOG(WARNING, "port %u (%s): promiscuous mode: %s", p, name, rte_strerror(-rc));
@@ -351,26 +423,106 @@ assign_queues(struct dp_switch *sw, const uint16_t *nb_rxq, uint16_t n_ports)
 	return 0;
 }
 
-struct periodic_state {
-	uint64_t period;
-	uint64_t next;
-};
-
-/* Runs on the main lcore between bursts: counters every --stats-period. */
+/* Every port started and its RX queues given to the lcores; exits on an error. */
 static void
-periodic(struct dp_switch *sw, void *arg)
+ports_start(struct dp_switch *sw, const struct options *o, uint16_t n_ports)
 {
-	struct periodic_state *ps = arg;
-	uint64_t now = rte_rdtsc();
+	uint16_t nb_rxq[DP_MAX_PORTS];
 
-	if (ps->period == 0 || (int64_t)(now - ps->next) < 0)
-		return;
-	ps->next = now + ps->period;
-	/* offline while printing: the control side may wait for a grace period meanwhile */
-	rte_rcu_qsbr_thread_offline(sw->rcu, 0);
-	dp_stats_print(sw, stdout);
-	rte_rcu_qsbr_thread_online(sw->rcu, 0);
+	for (uint16_t p = 0; p < n_ports; p++)
+		if (port_init(sw, p, o, &nb_rxq[p]) != 0)
+			rte_exit(EXIT_FAILURE, "cannot set up port %u\n", p);
+	if (assign_queues(sw, nb_rxq, n_ports) != 0)
+		rte_exit(EXIT_FAILURE, "too many RX queues for the lcores\n");
 }
+
+static void
+ports_stop(uint16_t n_ports)
+{
+	for (uint16_t p = 0; p < n_ports; p++) {
+		rte_eth_dev_stop(p);
+		rte_eth_dev_close(p);
+	}
+}
+
+/* ---- the switch ---- */
+
+/* The aggregator's MAC: --agg-mac, else port 0's. */
+static void
+agg_mac(const struct options *o, struct rte_ether_addr *mac)
+{
+	if (o->agg_mac_set)
+		*mac = o->agg_mac;
+	else if (rte_eth_macaddr_get(0, mac) != 0 || !rte_is_valid_assigned_ether_addr(mac)) {
+		/* ring/null devices have no MAC: a locally administered one from the address */
+		const uint8_t *ip = (const uint8_t *)&o->agg_ip;
+		const uint8_t local[6] = {0x02, 0xca, ip[0], ip[1], ip[2], ip[3]};
+
+		memcpy(mac->addr_bytes, local, 6);
+	}
+}
+
+/* The switch of the options: every lcore a data lcore, the main one first. */
+static struct dp_switch *
+switch_create(const struct options *o, uint16_t n_ports, struct dp_switch_conf *conf)
+{
+	struct dp_switch *sw;
+	unsigned int lcore;
+
+	memset(conf, 0, sizeof(*conf));
+	conf->agg_enabled = o->agg_enabled;
+	conf->agg_ip = o->agg_ip;
+	agg_mac(o, &conf->agg_mac);
+	conf->udp_port = (uint16_t)o->udp_port;
+	conf->n_ports = n_ports;
+	conf->lcore_ids[conf->n_lcores++] = rte_get_main_lcore();
+	RTE_LCORE_FOREACH_WORKER (lcore)
+		conf->lcore_ids[conf->n_lcores++] = lcore;
+	conf->slot_capacity = o->max_slots;
+	conf->mac_age_s = o->mac_age;
+	conf->mbufs = o->mbufs;
+	conf->high_share = o->high_share;
+	conf->socket = (int)rte_socket_id();
+	conf->name = "cais";
+	sw = dp_switch_create(conf);
+	if (!sw)
+		rte_exit(EXIT_FAILURE,
+			 "cannot create the switch (mbuf pools, tables): %s; "
+			 "give EAL more memory (-m) or fewer --mbufs\n",
+			 rte_strerror(rte_errno));
+	return sw;
+}
+
+static void
+announce(const struct dp_switch *sw, const struct options *o, const struct dp_switch_conf *conf)
+{
+	char ip[INET_ADDRSTRLEN], mac[RTE_ETHER_ADDR_FMT_SIZE];
+
+	if (!o->agg_enabled) {
+		LOG(INFO, "no --agg-ip: forwarding only, %u data lcore(s)", sw->n_lcores);
+		return;
+	}
+	inet_ntop(AF_INET, &o->agg_ip, ip, sizeof(ip));
+	rte_ether_format_addr(mac, sizeof(mac), &conf->agg_mac);
+	LOG(INFO, "aggregator %s (%s), UDP port %u, %u data lcore(s), %s kernels", ip, mac,
+	    o->udp_port, sw->n_lcores, sw->agg->name);
+}
+
+/* --config: the requests applied in order; exits at the first failure. */
+static void
+apply_config(const struct dp_switch *sw, const struct options *o, const struct ctl_ops *ops)
+{
+	struct ctl_err err;
+
+	if (!o->config)
+		return;
+	if (ctl_apply_file(ops, o->config, &err) != 0)
+		rte_exit(EXIT_FAILURE, "%s: %s\n", ctl_errname(err.code), err.msg);
+	LOG(INFO, "applied %s: %u session(s), %u tensor(s)", o->config, sw->tables.n_sessions,
+	    sw->tables.n_tensors);
+}
+
+/* ---- the control endpoint ---- */
 
 static struct ctl_endpoint *g_ep;
 
@@ -430,126 +582,80 @@ start_endpoint(struct dp_switch *sw, const struct options *o, const struct ctl_o
 	return 0;
 }
 
-static bool
-wants_help(int argc, char **argv)
+/* ---- running ---- */
+
+static void
+on_signal(int sig)
 {
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return true;
-	return false;
+	g_signal = sig;
+	if (g_sw)
+		g_sw->quit = true;
+}
+
+struct periodic_state {
+	uint64_t period;
+	uint64_t next;
+};
+
+/* Runs on the main lcore between bursts: counters every --stats-period. */
+static void
+periodic(struct dp_switch *sw, void *arg)
+{
+	struct periodic_state *ps = arg;
+	uint64_t now = rte_rdtsc();
+
+	if (ps->period == 0 || (int64_t)(now - ps->next) < 0)
+		return;
+	ps->next = now + ps->period;
+	/* offline while printing: the control side may wait for a grace period meanwhile */
+	rte_rcu_qsbr_thread_offline(sw->rcu, 0);
+	dp_stats_print(sw, stdout);
+	rte_rcu_qsbr_thread_online(sw->rcu, 0);
+}
+
+/* Every data lcore polls until SIGINT or SIGTERM; the main lcore is data lcore 0. */
+static void
+run(struct dp_switch *sw, const struct options *o)
+{
+	struct periodic_state ps = {0};
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	ps.period = (uint64_t)o->stats_period * sw->hz;
+	ps.next = rte_rdtsc() + ps.period;
+	sw->periodic = periodic;
+	sw->periodic_arg = &ps;
+	for (unsigned int i = 1; i < sw->n_lcores; i++)
+		rte_eal_remote_launch(dp_lcore_run, &sw->lcores[i], sw->lcores[i].lcore_id);
+	LOG(INFO, "running; Ctrl-C to stop");
+	fflush(stdout);
+	dp_lcore_run(&sw->lcores[0]);
+	rte_eal_mp_wait_lcore();
+	sw->periodic = NULL;
 }
 
 int
 main(int argc, char **argv)
 {
-	struct options o = {.udp_port = CAIS_UDP_PORT, .mtu = DP_DEFAULT_MTU};
-	pthread_t ctl_thread;
-	struct dp_switch_conf conf = {0};
-	struct periodic_state ps = {0};
+	struct options o;
+	struct dp_switch_conf conf;
 	struct ctl_ops ops;
-	struct ctl_err err;
-	uint16_t nb_rxq[DP_MAX_PORTS];
-	uint16_t n_ports, p;
-	unsigned int lcore, i;
-	int ret;
+	pthread_t ctl_thread;
+	uint16_t n_ports;
 
-	if (wants_help(argc, argv)) {
-		usage(stdout, argv[0]);
-		return EXIT_SUCCESS;
-	}
-	ret = rte_eal_init(argc, argv);
-	if (ret < 0)
-		rte_exit(EXIT_FAILURE, "EAL initialisation failed: %s\n", rte_strerror(rte_errno));
-	argc -= ret;
-	argv += ret;
-	argv[0] = "cais-switch";
-	o.ctl.sin_family = AF_INET;
-	o.ctl.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	o.ctl.sin_port = htons(CAIS_CTL_PORT);
-	if (parse_args(argc, argv, &o) != 0)
-		rte_exit(EXIT_FAILURE, "bad options (see --help)\n");
-
-	n_ports = rte_eth_dev_count_avail();
-	if (n_ports == 0)
-		rte_exit(EXIT_FAILURE, "no ports: give PCI NICs or --vdev devices (see --help)\n");
-	if (n_ports > DP_MAX_PORTS)
-		rte_exit(EXIT_FAILURE, "%u ports, at most %u supported\n", n_ports, DP_MAX_PORTS);
-	for (p = 0; p < n_ports; p++)
-		if (!rte_eth_dev_is_valid_port(p))
-			rte_exit(EXIT_FAILURE, "ports must be numbered 0..%u\n", n_ports - 1);
-
-	conf.agg_enabled = o.agg_enabled;
-	conf.agg_ip = o.agg_ip;
-	if (o.agg_mac_set)
-		conf.agg_mac = o.agg_mac;
-	else if (rte_eth_macaddr_get(0, &conf.agg_mac) != 0 ||
-		 !rte_is_valid_assigned_ether_addr(&conf.agg_mac))
-		/* ring/null devices have no MAC: a locally administered one from the address */
-		memcpy(conf.agg_mac.addr_bytes,
-		       (uint8_t[]){0x02, 0xca, ((uint8_t *)&o.agg_ip)[0], ((uint8_t *)&o.agg_ip)[1],
-				   ((uint8_t *)&o.agg_ip)[2], ((uint8_t *)&o.agg_ip)[3]},
-		       6);
-	conf.udp_port = o.udp_port;
-	conf.n_ports = n_ports;
-	conf.n_lcores = 0;
-	conf.lcore_ids[conf.n_lcores++] = rte_get_main_lcore();
-	RTE_LCORE_FOREACH_WORKER (lcore)
-		conf.lcore_ids[conf.n_lcores++] = lcore;
-	conf.slot_capacity = o.max_slots;
-	conf.mac_age_s = o.mac_age;
-	conf.mbufs = o.mbufs;
-	conf.high_share = o.high_share;
-	conf.socket = (int)rte_socket_id();
-	conf.name = "cais";
-	g_sw = dp_switch_create(&conf);
-	if (!g_sw)
-		rte_exit(EXIT_FAILURE,
-			 "cannot create the switch (mbuf pools, tables): %s; "
-			 "give EAL more memory (-m) or fewer --mbufs\n",
-			 rte_strerror(rte_errno));
-
-	for (p = 0; p < n_ports; p++)
-		if (port_init(g_sw, p, &o, &nb_rxq[p]) != 0)
-			rte_exit(EXIT_FAILURE, "cannot set up port %u\n", p);
-	if (assign_queues(g_sw, nb_rxq, n_ports) != 0)
-		rte_exit(EXIT_FAILURE, "too many RX queues for the lcores\n");
-
-	if (o.agg_enabled) {
-		char ip[INET_ADDRSTRLEN], mac[RTE_ETHER_ADDR_FMT_SIZE];
-
-		inet_ntop(AF_INET, &o.agg_ip, ip, sizeof(ip));
-		rte_ether_format_addr(mac, sizeof(mac), &conf.agg_mac);
-		LOG(INFO, "aggregator %s (%s), UDP port %u, %u data lcore(s), %s kernels", ip, mac,
-		    o.udp_port, g_sw->n_lcores, g_sw->agg->name);
-	} else {
-		LOG(INFO, "no --agg-ip: forwarding only, %u data lcore(s)", g_sw->n_lcores);
-	}
+	init(argc, argv, &o);
+	n_ports = ports_count();
+	g_sw = switch_create(&o, n_ports, &conf);
+	ports_start(g_sw, &o, n_ports);
+	announce(g_sw, &o, &conf);
 	if (dp_telemetry_register(g_sw) != 0)
 		LOG(WARNING, "telemetry: cannot register the /cais/ commands");
 	dp_switch_ctl_ops(g_sw, &ops);
-	if (o.config) {
-		if (ctl_apply_file(&ops, o.config, &err) != 0)
-			rte_exit(EXIT_FAILURE, "%s: %s\n", ctl_errname(err.code), err.msg);
-		LOG(INFO, "applied %s: %u session(s), %u tensor(s)", o.config, g_sw->n_sessions,
-		    g_sw->n_tensors);
-	}
-
+	apply_config(g_sw, &o, &ops);
 	if (start_endpoint(g_sw, &o, &ops, &ctl_thread) != 0)
 		rte_exit(EXIT_FAILURE, "cannot start the control endpoint\n");
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	ps.period = (uint64_t)o.stats_period * g_sw->hz;
-	ps.next = rte_rdtsc() + ps.period;
-	g_sw->periodic = periodic;
-	g_sw->periodic_arg = &ps;
-
-	for (i = 1; i < g_sw->n_lcores; i++)
-		rte_eal_remote_launch(dp_lcore_run, &g_sw->lcores[i], g_sw->lcores[i].lcore_id);
-	LOG(INFO, "running; Ctrl-C to stop");
-	fflush(stdout);
-	dp_lcore_run(&g_sw->lcores[0]);
-	rte_eal_mp_wait_lcore();
+	run(g_sw, &o);
 
 	if (g_ep) {
 		pthread_join(ctl_thread, NULL);
@@ -557,10 +663,7 @@ main(int argc, char **argv)
 	}
 	printf("\ncais-switch: stopping (%s)\n", g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
 	dp_stats_print(g_sw, stdout);
-	for (p = 0; p < n_ports; p++) {
-		rte_eth_dev_stop(p);
-		rte_eth_dev_close(p);
-	}
+	ports_stop(n_ports);
 	dp_switch_free(g_sw);
 	g_sw = NULL;
 	rte_eal_cleanup();

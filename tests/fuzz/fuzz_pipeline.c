@@ -9,14 +9,16 @@
  * past it; the outcome is checked against the documented rules, restated
  * independently in ref_class()), then through the pipeline in bursts
  * (dp_lcore_input + dp_lcore_flush on lcore 0, then the handoffs on
- * lcore 1). A reference model of PROTOCOL.md 1-3 (REJECT checks in order,
- * the slot/set/seq state machine, sum/max/min with saturation, lost-RESULT
- * resends) predicts every frame the switch must send. The TX hook checks
+ * lcore 1). A reference model of PROTOCOL.md 1-3 and E4 (REJECT checks in
+ * order, the slot/set/seq state machine, sum/max/min with saturation, the
+ * BLOCK16 payloads by tests/common/b16.h, lost-RESULT resends) predicts
+ * every frame the switch must send. The TX hook checks
  * that each frame sent is well formed (Ethernet/IPv4/UDP lengths and
  * checksum, CAIS header, RESULT count <= elems_per_packet, never to a
  * group address) and is one the model expects (an input frame forwarded
- * unchanged, an ARP reply, a REJECT with the right reason and echo, a
- * RESULT with the right payload and flags to a member), and abort()s
+ * unchanged, an ARP reply, a REJECT with the right reason and echo, dtype
+ * included, a RESULT with the right dtype, payload and flags to a member),
+ * and abort()s
  * otherwise; after each input every expected frame must have been sent
  * (REJECTs beyond a sender's burst may be rate limited) and every mbuf
  * must be back in its pool.
@@ -42,8 +44,10 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "dp_ctl.h"
 #include "dp_switch.h"
 #include "fuzz_setup.h"
+#include "../common/b16.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -67,6 +71,8 @@ struct in_frame {
 static struct in_frame frames[FZ_MAX_FRAMES];
 static unsigned int n_frames;
 static bool toggle_tensor_present;
+/* the wire dtype of FZ_TOGGLE_TENSOR, the last time it was added */
+static uint8_t toggle_tensor_wire;
 static bool verbose; /* CAIS_FUZZ_VERBOSE=1: what each input made the switch send */
 
 /* ---- helpers ---- */
@@ -171,24 +177,22 @@ parse_checked(const uint8_t *frame, uint32_t len)
 	}
 	switch (p.cls) {
 	case DP_CLASS_DATA:
-		if (p.drop != DP_DROP_NONE || p.hdr != (const void *)(copy + CAIS_FRAME_HDR_OFF) ||
-		    (uint64_t)CAIS_FRAME_OVERHEAD + p.payload_len > len ||
-		    p.payload_len != rd16(frame + 14 + 20 + 4) - 8u - CAIS_HDR_LEN)
-			VIOLATION("DATA with drop %d, hdr offset %ld, payload_len %u of %u bytes",
-				  p.drop, (long)((const uint8_t *)p.hdr - copy), p.payload_len,
-				  len);
+		/* the match reads the CAIS header and count values within the UDP length */
+		if (p.drop != DP_DROP_NONE || len < CAIS_FRAME_OVERHEAD ||
+		    14u + 20u + rd16(frame + 14 + 20 + 4) > len)
+			VIOLATION("DATA with drop %d, UDP length %u of %u bytes", p.drop,
+				  len >= CAIS_FRAME_OVERHEAD ? rd16(frame + 14 + 20 + 4) : 0u, len);
 		break;
 	case DP_CLASS_DROP:
-		if (p.drop == DP_DROP_NONE || p.drop >= DP_DROP_MAX || p.hdr || p.payload_len)
+		if (p.drop == DP_DROP_NONE || p.drop >= DP_DROP_MAX)
 			VIOLATION("DROP with drop %d", p.drop);
 		/* only parse-time reasons */
 		if (p.drop > DP_DROP_NOT_DATA)
 			VIOLATION("parse drop with a pipeline reason %s", dp_drop_name(p.drop));
 		break;
 	default:
-		if (p.drop != DP_DROP_NONE || p.hdr || p.payload_len)
-			VIOLATION("class %d with drop %d hdr %p", p.cls, p.drop,
-				  (const void *)p.hdr);
+		if (p.drop != DP_DROP_NONE)
+			VIOLATION("class %d with drop %d", p.cls, p.drop);
 		break;
 	}
 	free(copy);
@@ -281,10 +285,12 @@ check_generated(const uint8_t *f, uint32_t len)
 
 		if (h.count < 1 || h.count > elems)
 			return "RESULT count outside 1..elems_per_packet";
-		if (len != CAIS_FRAME_OVERHEAD + 4u * h.count)
+		if (h.dtype >= CAIS_DT_COUNT)
+			return "RESULT dtype";
+		if (len != CAIS_FRAME_OVERHEAD + cais_payload_bytes(h.dtype, h.count))
 			return "RESULT length differs from its count";
-		if (h.reason != 0 || h.dtype != CAIS_DT_FIXED32)
-			return "RESULT reason or dtype";
+		if (h.reason != 0)
+			return "RESULT reason";
 		if (h.flags & ~(CAIS_F_OVERFLOW | CAIS_F_CONGESTED))
 			return "RESULT flags";
 		return NULL;
@@ -321,7 +327,8 @@ struct expect {
 	/* RESULT */
 	uint8_t rank; /* the member it goes to */
 	struct cais_fields h;
-	int32_t payload[FZ_A_ELEMS > FZ_B_ELEMS ? FZ_A_ELEMS : FZ_B_ELEMS];
+	uint16_t plen;
+	uint8_t payload[4 * (FZ_A_ELEMS > FZ_B_ELEMS ? FZ_A_ELEMS : FZ_B_ELEMS)];
 };
 
 static struct expect expects[MAX_EXPECT];
@@ -331,6 +338,7 @@ struct mslot {
 	uint8_t state; /* 0 empty, 1 open, 2 done */
 	uint8_t seen;  /* ranks (n <= 8) */
 	uint8_t ovf;
+	uint8_t dtype;
 	uint16_t count;
 	uint32_t seq, tensor;
 	int64_t acc[FZ_A_ELEMS];
@@ -392,10 +400,14 @@ model_op(const struct msession *s, uint32_t tensor)
 	if (s->tenant == FZ_A_TENANT) {
 		switch (tensor) {
 		case 1:
+		case FZ_A_B16_SUM:
 			return CAIS_OP_SUM;
 		case 2:
 			return toggle_tensor_present ? CAIS_OP_MAX : -1;
+		case FZ_A_B16_MAX:
+			return CAIS_OP_MAX;
 		case 3:
+		case FZ_A_B16_MIN:
 			return CAIS_OP_MIN;
 		case 4:
 			return CAIS_OP_AVG;
@@ -403,7 +415,18 @@ model_op(const struct msession *s, uint32_t tensor)
 			return -1;
 		}
 	}
-	return tensor == FZ_B_TENSOR ? CAIS_OP_SUM : -1;
+	return tensor == FZ_B_TENSOR || tensor == FZ_B_B16_TENSOR ? CAIS_OP_SUM : -1;
+}
+
+/* The wire dtype of a tensor that has an entry. */
+static uint8_t
+model_wire(const struct msession *s, uint32_t tensor)
+{
+	if (s->tenant == FZ_A_TENANT && tensor == FZ_TOGGLE_TENSOR)
+		return toggle_tensor_wire;
+	if (s->tenant == FZ_A_TENANT)
+		return tensor >= FZ_A_B16_SUM ? CAIS_DT_BLOCK16 : CAIS_DT_FIXED32;
+	return tensor == FZ_B_B16_TENSOR ? CAIS_DT_BLOCK16 : CAIS_DT_FIXED32;
 }
 
 static void
@@ -413,6 +436,23 @@ member_addr(const struct msession *s, unsigned int r, struct member *m)
 		fz_member_a(r, m->mac, m->ip, &m->port);
 	else
 		fz_member_b(m->mac, m->ip, &m->port);
+}
+
+/* The RESULT payload of a complete round; @return its bytes. */
+static size_t
+result_payload(uint8_t *out, const struct mslot *sl)
+{
+	if (sl->dtype == CAIS_DT_BLOCK16)
+		return tb16_store(out, sl->acc, sl->count);
+	for (unsigned int i = 0; i < sl->count; i++) {
+		int64_t v = sl->acc[i];
+		uint32_t w = htonl((uint32_t)(v > INT32_MAX   ? INT32_MAX
+					      : v < INT32_MIN ? INT32_MIN
+							      : (int32_t)v));
+
+		memcpy(out + 4 * i, &w, 4);
+	}
+	return 4u * sl->count;
 }
 
 /* RESULT records for the round in sl: to every member, or only to rank `only`. */
@@ -441,16 +481,10 @@ model_results(const struct msession *s, const struct mslot *sl, const struct cai
 		x->h.type = CAIS_TYPE_RESULT;
 		x->h.flags = sl->ovf ? CAIS_F_OVERFLOW : 0;
 		x->h.rank = CAIS_RANK_NONE;
-		x->h.dtype = CAIS_DT_FIXED32;
+		x->h.dtype = sl->dtype;
 		x->h.count = sl->count;
 		x->h.reason = 0;
-		for (unsigned int i = 0; i < sl->count; i++) {
-			int64_t v = sl->acc[i];
-
-			x->payload[i] = v > INT32_MAX	? INT32_MAX
-					: v < INT32_MIN ? INT32_MIN
-							: (int32_t)v;
-		}
+		x->plen = (uint16_t)result_payload(x->payload, sl);
 	}
 }
 
@@ -458,6 +492,15 @@ static int32_t
 be32_at(const uint8_t *p)
 {
 	return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+/* Element i of a DATA payload in accumulator units (*sat: a BLOCK16 exponent above 40). */
+static int64_t
+model_elem(const uint8_t *payload, const struct cais_fields *h, unsigned int i, bool *sat)
+{
+	if (h->dtype == CAIS_DT_BLOCK16)
+		return tb16_elem(payload, h->count, i, sat);
+	return be32_at(payload + 4 * i);
 }
 
 /* Section 3 for one DATA that passed every check. */
@@ -468,18 +511,21 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 	struct mslot *sl = &s->slots[2 * h->slot + h->set];
 	uint8_t all = (uint8_t)((1u << s->n) - 1);
 
+	bool sat = false;
+
 	if (sl->state == 0 || cais_seq_before(sl->seq, h->seq)) {
 		sl->state = 1;
 		sl->seq = h->seq;
 		sl->tensor = h->tensor;
 		sl->count = h->count;
+		sl->dtype = h->dtype;
 		sl->seen = (uint8_t)(1u << h->rank);
-		sl->ovf = 0;
 		for (unsigned int i = 0; i < h->count; i++)
-			sl->acc[i] = be32_at(payload + 4 * i);
+			sl->acc[i] = model_elem(payload, h, i, &sat);
+		sl->ovf = sat;
 	} else if (h->seq != sl->seq) {
 		return; /* stale */
-	} else if (h->count != sl->count || h->tensor != sl->tensor) {
+	} else if (h->count != sl->count || h->tensor != sl->tensor || h->dtype != sl->dtype) {
 		return; /* inconsistent */
 	} else if (sl->seen & (1u << h->rank)) {
 		if (sl->state == 2)
@@ -487,7 +533,7 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 		return;							  /* else duplicate */
 	} else {
 		for (unsigned int i = 0; i < h->count; i++) {
-			int64_t v = be32_at(payload + 4 * i);
+			int64_t v = model_elem(payload, h, i, &sat);
 
 			if (op == CAIS_OP_MAX)
 				sl->acc[i] = v > sl->acc[i] ? v : sl->acc[i];
@@ -497,10 +543,11 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 				sl->acc[i] += v;
 		}
 		sl->seen |= (uint8_t)(1u << h->rank);
+		sl->ovf |= sat;
 	}
 	if (sl->seen == all && sl->state == 1) {
 		sl->state = 2;
-		for (unsigned int i = 0; i < sl->count; i++)
+		for (unsigned int i = 0; i < sl->count && sl->dtype == CAIS_DT_FIXED32; i++)
 			sl->ovf |= sl->acc[i] > INT32_MAX || sl->acc[i] < INT32_MIN;
 		model_results(s, sl, h, frame, -1, in_port);
 	}
@@ -535,9 +582,10 @@ model_data(unsigned int frame, const uint8_t *f, uint16_t port)
 			member_addr(s, h.rank, &m);
 		if (h.rank >= s->n || memcmp(ip + 12, m.ip, 4) != 0 || rd16(udp) != m.port)
 			reason = CAIS_R_NOT_MEMBER;
-		else if (h.dtype != CAIS_DT_FIXED32)
+		else if (h.dtype != model_wire(s, h.tensor))
 			reason = CAIS_R_BAD_DTYPE;
-		else if (h.count == 0 || h.count > s->elems || 4u * h.count > payload_len)
+		else if (h.count == 0 || h.count > s->elems ||
+			 cais_payload_bytes(h.dtype, h.count) > payload_len)
 			reason = CAIS_R_BAD_COUNT;
 		else if (h.slot >= s->pool)
 			reason = CAIS_R_NO_SLOT;
@@ -638,7 +686,7 @@ match_reject(const struct expect *x, const uint8_t *f, const struct cais_fields 
 	return h->type == CAIS_TYPE_REJECT && h->reason == x->reason && memcmp(f, d + 6, 6) == 0 &&
 	       memcmp(ip + 16, dip + 12, 4) == 0 && memcmp(ip + 20 + 2, dip + 20, 2) == 0 &&
 	       df.tenant == h->tenant && df.session == h->session && df.tensor == h->tensor &&
-	       df.seq == h->seq && df.slot == h->slot && df.set == h->set;
+	       df.seq == h->seq && df.slot == h->slot && df.set == h->set && df.dtype == h->dtype;
 }
 
 static bool
@@ -655,12 +703,10 @@ match_result(const struct expect *x, const uint8_t *f, const struct cais_fields 
 		return false;
 	if (h->tenant != x->h.tenant || h->session != x->h.session || h->tensor != x->h.tensor ||
 	    h->seq != x->h.seq || h->slot != x->h.slot || h->set != x->h.set ||
-	    h->count != x->h.count || h->flags != x->h.flags)
+	    h->count != x->h.count || h->flags != x->h.flags || h->dtype != x->h.dtype)
 		return false;
-	for (unsigned int i = 0; i < h->count; i++)
-		if (be32_at(f + CAIS_FRAME_OVERHEAD + 4 * i) != x->payload[i])
-			return false;
-	return true;
+	/* the length is the count's (check_generated()) */
+	return memcmp(f + CAIS_FRAME_OVERHEAD, x->payload, x->plen) == 0;
 }
 
 static void
@@ -674,10 +720,11 @@ dump_expects(void)
 		if (x->kind == X_REJECT)
 			fprintf(stderr, " reason %u", x->reason);
 		if (x->kind == X_RESULT) {
-			fprintf(stderr, " rank %u seq %u slot %u/%u count %u flags %u:", x->rank,
-				x->h.seq, x->h.slot, x->h.set, x->h.count, x->h.flags);
-			for (unsigned int k = 0; k < x->h.count; k++)
-				fprintf(stderr, " %d", x->payload[k]);
+			fprintf(stderr,
+				" rank %u seq %u slot %u/%u dtype %u count %u flags %u:", x->rank,
+				x->h.seq, x->h.slot, x->h.set, x->h.dtype, x->h.count, x->h.flags);
+			for (unsigned int k = 0; k < x->plen; k++)
+				fprintf(stderr, "%s%02x", k % 4 ? "" : " ", x->payload[k]);
 		}
 		fprintf(stderr, "\n");
 	}
@@ -791,10 +838,12 @@ fuzz_tx(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16
 static void
 install(void)
 {
-	static struct ctl_session cs; /* big: members[255] */
-	struct ctl_tensor ct = {0};
-	struct ctl_err err = {0};
-	static const uint8_t ops[] = {CAIS_OP_SUM, CAIS_OP_MAX, CAIS_OP_MIN, CAIS_OP_AVG};
+	static struct dp_session_conf cs; /* big: members[255] */
+	struct dp_tensor_conf ct = {0};
+	struct dp_err err = {{0}};
+	/* tensors 1..7 of session A: their ops; from FZ_A_B16_SUM on in BLOCK16 */
+	static const uint8_t ops[] = {CAIS_OP_SUM, CAIS_OP_MAX, CAIS_OP_MIN, CAIS_OP_AVG,
+				      CAIS_OP_SUM, CAIS_OP_MAX, CAIS_OP_MIN};
 
 	memset(&cs, 0, sizeof(cs));
 	cs.tenant = FZ_A_TENANT;
@@ -808,15 +857,16 @@ install(void)
 		fz_member_a(r, cs.members[r].mac, ip, &cs.members[r].port);
 		memcpy(&cs.members[r].ip, ip, 4);
 	}
-	if (dp_session_add(sw, &cs, &err) != 0)
+	if (dp_session_add(&sw->tables, &cs, &err) != 0)
 		VIOLATION("session.add A: %s", err.msg);
-	for (unsigned int t = 0; t < 4; t++) {
+	for (unsigned int t = 0; t < sizeof(ops); t++) {
 		ct.tenant = FZ_A_TENANT;
 		ct.session = FZ_A_SESSION;
 		ct.tensor = t + 1;
 		ct.op = (enum cais_redop)ops[t];
+		ct.wire = t + 1 >= FZ_A_B16_SUM ? CAIS_DT_BLOCK16 : CAIS_DT_FIXED32;
 		ct.scale = 1024;
-		if (dp_tensor_add(sw, &ct, &err) != 0)
+		if (dp_tensor_add(&sw->tables, &ct, &err) != 0)
 			VIOLATION("tensor.add: %s", err.msg);
 	}
 	memset(&cs, 0, sizeof(cs));
@@ -831,34 +881,44 @@ install(void)
 		fz_member_b(cs.members[0].mac, ip, &cs.members[0].port);
 		memcpy(&cs.members[0].ip, ip, 4);
 	}
-	if (dp_session_add(sw, &cs, &err) != 0)
+	if (dp_session_add(&sw->tables, &cs, &err) != 0)
 		VIOLATION("session.add B: %s", err.msg);
 	ct.tenant = FZ_B_TENANT;
 	ct.session = FZ_B_SESSION;
-	ct.tensor = FZ_B_TENSOR;
 	ct.op = CAIS_OP_SUM;
-	if (dp_tensor_add(sw, &ct, &err) != 0)
-		VIOLATION("tensor.add B: %s", err.msg);
+	for (unsigned int w = 0; w < 2; w++) {
+		ct.tensor = w ? FZ_B_B16_TENSOR : FZ_B_TENSOR;
+		ct.wire = w ? CAIS_DT_BLOCK16 : CAIS_DT_FIXED32;
+		if (dp_tensor_add(&sw->tables, &ct, &err) != 0)
+			VIOLATION("tensor.add B: %s", err.msg);
+	}
 	toggle_tensor_present = true;
+	toggle_tensor_wire = CAIS_DT_FIXED32;
 }
 
+/* FZ_TOGGLE_TENSOR deleted, or added again with the other wire dtype (fuzz_setup.h). */
 static void
 toggle_tensor(void)
 {
-	struct ctl_err err = {0};
+	struct dp_err err = {{0}};
 
 	if (toggle_tensor_present) {
-		if (dp_tensor_del(sw, FZ_A_TENANT, FZ_A_SESSION, FZ_TOGGLE_TENSOR, &err) != 0)
+		int rc =
+		    dp_tensor_del(&sw->tables, FZ_A_TENANT, FZ_A_SESSION, FZ_TOGGLE_TENSOR, &err);
+
+		if (rc != 0)
 			VIOLATION("tensor.del: %s", err.msg);
 	} else {
-		struct ctl_tensor ct = {.tenant = FZ_A_TENANT,
-					.session = FZ_A_SESSION,
-					.tensor = FZ_TOGGLE_TENSOR,
-					.op = CAIS_OP_MAX,
-					.scale = 1};
+		struct dp_tensor_conf ct = {.tenant = FZ_A_TENANT,
+					    .session = FZ_A_SESSION,
+					    .tensor = FZ_TOGGLE_TENSOR,
+					    .op = CAIS_OP_MAX,
+					    .wire = toggle_tensor_wire ^ 1,
+					    .scale = 1};
 
-		if (dp_tensor_add(sw, &ct, &err) != 0)
+		if (dp_tensor_add(&sw->tables, &ct, &err) != 0)
 			VIOLATION("tensor.add: %s", err.msg);
+		toggle_tensor_wire = ct.wire;
 	}
 	toggle_tensor_present = !toggle_tensor_present;
 }
@@ -868,13 +928,17 @@ static void
 reset(void)
 {
 	struct dp_session *s;
-	struct ctl_err err = {0};
 
-	if (!toggle_tensor_present)
+	/* the toggled tensor present, in FIXED32 */
+	if (toggle_tensor_present && toggle_tensor_wire != CAIS_DT_FIXED32)
 		toggle_tensor();
-	dp_mode_set(sw, CTL_MODE_COMPUTE, &err);
+	if (!toggle_tensor_present) {
+		toggle_tensor_wire = CAIS_DT_BLOCK16; /* the next one added is FIXED32 */
+		toggle_tensor();
+	}
+	dp_mode_set(sw, DP_MODE_COMPUTE);
 	sw->lease_deadline = 0;
-	LIST_FOREACH (s, &sw->sessions, link)
+	LIST_FOREACH (s, &sw->tables.sessions, link)
 		for (unsigned int k = 0; k < s->n_lcores; k++) {
 			struct dp_session_part *pt = &s->part[k];
 
@@ -1036,13 +1100,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len > FZ_MAX_FRAME)
 			len = FZ_MAX_FRAME;
 		if (op != FZ_OP_NONE) {
-			struct ctl_err err = {0};
-
 			run_burst(burst, &nb); /* the control change comes between packets */
 			if (op == FZ_OP_FWD_ONLY)
-				dp_mode_set(sw, CTL_MODE_FORWARD_ONLY, &err);
+				dp_mode_set(sw, DP_MODE_FWD_ONLY);
 			else if (op == FZ_OP_COMPUTE)
-				dp_mode_set(sw, CTL_MODE_COMPUTE, &err);
+				dp_mode_set(sw, DP_MODE_COMPUTE);
 			if (op == FZ_OP_FWD_ONLY || op == FZ_OP_COMPUTE)
 				model_fwd_only = op == FZ_OP_FWD_ONLY;
 			else

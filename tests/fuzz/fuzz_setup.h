@@ -15,7 +15,10 @@
  *   bit 1     end the burst after this frame (dp_lcore_input + dp_lcore_flush);
  *             a burst also ends at DP_BURST frames and at the end of the input
  *   bits 2-3  before this frame: 0 nothing, 1 mode.set forward_only,
- *             2 mode.set compute, 3 toggle tensor FZ_TOGGLE_TENSOR (del/add)
+ *             2 mode.set compute, 3 toggle tensor FZ_TOGGLE_TENSOR: deleted
+ *             when present, else added again with the other wire dtype than
+ *             the last time (FIXED32 at the start of an input, then BLOCK16,
+ *             FIXED32, ...), so that rounds see their tensor change dtype
  *   bit 4     stats.get after this frame's burst
  *   bit 6     deliver the frame as a two-segment mbuf chain
  *   bit 7     unused
@@ -62,19 +65,26 @@ fz_ctl_port(uint8_t ctl)
 static const uint8_t fz_agg_mac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0xAA};
 static const uint8_t fz_agg_ip[4] = {10, 0, 0, 100};
 
-/* Session A: tenant 1 session 1, n = 4, 4 slots, 8 elements; tensors 1 sum, 2 max, 3 min, 4 avg. */
+/*
+ * Session A: tenant 1 session 1, n = 4, 4 slots, 8 elements; FIXED32 tensors
+ * 1 sum, 2 max, 3 min, 4 avg; BLOCK16 tensors (E4) 5 sum, 6 max, 7 min.
+ */
 #define FZ_A_TENANT	 1u
 #define FZ_A_SESSION	 1u
 #define FZ_A_N		 4u
 #define FZ_A_SLOTS	 4u
 #define FZ_A_ELEMS	 8u
-/* Session B: tenant 2 session 7, n = 1, 1 slot, 4 elements; tensor 9 sum. */
+#define FZ_A_B16_SUM	 5u
+#define FZ_A_B16_MAX	 6u
+#define FZ_A_B16_MIN	 7u
+/* Session B: tenant 2 session 7, n = 1, 1 slot, 4 elements; tensor 9 sum, 10 sum in BLOCK16. */
 #define FZ_B_TENANT	 2u
 #define FZ_B_SESSION	 7u
 #define FZ_B_N		 1u
 #define FZ_B_SLOTS	 1u
 #define FZ_B_ELEMS	 4u
 #define FZ_B_TENSOR	 9u
+#define FZ_B_B16_TENSOR	 10u
 /* The tensor that control op 3 removes and re-adds. */
 #define FZ_TOGGLE_TENSOR 2u
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/b16.h"
 #include "../common/frames.h"
 #include "fuzz_setup.h"
 
@@ -114,6 +115,35 @@ data_raw(struct input *in, uint8_t ctl, const struct tf_end *src, const struct c
 		v[i] = (int32_t)(i * 7 - 3);
 	len = tf_cais_frame(b, src, &agg, f, v, n_values);
 	rec(in, ctl, b, len);
+}
+
+/*
+ * A BLOCK16 DATA record from src with fields f (dtype set here): block
+ * exponents e0, e0 + 1, ..., m of every size; payload cut to plen bytes
+ * (0: whole).
+ */
+static void
+data_b16(struct input *in, uint8_t ctl, const struct tf_end *src, struct cais_fields f,
+	 unsigned int e0, size_t plen)
+{
+	uint8_t b[FZ_MAX_FRAME], exps[CAIS_MAX_ELEMS / CAIS_B16_BLOCK];
+	int16_t m[CAIS_MAX_ELEMS];
+	size_t full;
+
+	for (unsigned int k = 0; k < CAIS_MAX_ELEMS / CAIS_B16_BLOCK; k++)
+		exps[k] = (uint8_t)(e0 + k);
+	for (unsigned int i = 0; i < f.count; i++)
+		m[i] = (int16_t)(i % 3 == 0   ? 32767 - (int)(i * 5 + f.rank)
+				 : i % 3 == 1 ? -(int)(i * 1000 + f.rank) - 1
+					      : (int)(f.seq % 7 + f.rank));
+	if (f.count > 4)
+		m[4] = INT16_MIN;
+	f.dtype = CAIS_DT_BLOCK16;
+	full = tb16_encode(b + CAIS_FRAME_OVERHEAD, exps, m, f.count);
+	plen = plen ? plen : full;
+	tf_udp_headers(b, src, &agg, CAIS_HDR_LEN + plen);
+	cais_hdr_build((struct cais_hdr *)(b + CAIS_FRAME_HDR_OFF), &f);
+	rec(in, ctl, b, CAIS_FRAME_OVERHEAD + plen);
 }
 
 static struct cais_fields
@@ -292,6 +322,72 @@ seeds_rejects(void)
 	save(&in, "reject-burst");
 }
 
+/* BLOCK16 (E4): rounds of every op, OVERFLOW, REJECTs, a tensor changing its dtype. */
+static void
+seeds_b16(void)
+{
+	static struct input in;
+	struct cais_fields f;
+
+	/* sum, max, min; counts of one block, a short one, one element; a lost RESULT */
+	in.len = 0;
+	for (uint32_t t = FZ_A_B16_SUM; t <= FZ_A_B16_MIN; t++)
+		for (uint32_t q = 0; q < 3; q++)
+			for (unsigned int r = 0; r < FZ_A_N; r++)
+				data_b16(&in, FZ_CTL_END_BURST | (r & 1), &member[r],
+					 fields_a(t, t * 4 + q, (uint8_t)r,
+						  (uint16_t)(q == 0   ? FZ_A_ELEMS
+							     : q == 1 ? 5
+								      : 1)),
+					 (r * 13 + q * 7) % 41, 0);
+	data_b16(&in, FZ_CTL_END_BURST, &member[2], fields_a(FZ_A_B16_MIN, 28, 2, FZ_A_ELEMS), 9,
+		 0);
+	f = fields_a(FZ_A_B16_MIN, 28, 2, FZ_A_ELEMS);
+	f.flags = CAIS_F_RETX;
+	data_b16(&in, FZ_CTL_END_BURST, &member[2], f, 9, 0);
+	save(&in, "b16-rounds");
+	/* exponents above the DATA limit: OVERFLOW, the exponent counted as 40 */
+	in.len = 0;
+	for (unsigned int r = 0; r < FZ_A_N; r++)
+		data_b16(&in, FZ_CTL_END_BURST | (r & 1), &member[r],
+			 fields_a(FZ_A_B16_SUM, 1, (uint8_t)r, 3), r == 1 ? 41 : 40, 0);
+	for (unsigned int r = 0; r < FZ_A_N; r++)
+		data_b16(&in, FZ_CTL_END_BURST | (r & 1), &member[r],
+			 fields_a(FZ_A_B16_MAX, 2, (uint8_t)r, 2), r == 3 ? 255 : 0, 0);
+	save(&in, "b16-overflow");
+	/* BAD_DTYPE both ways and for an unknown dtype; BAD_COUNT for a short payload */
+	in.len = 0;
+	data_b16(&in, FZ_CTL_END_BURST, &member[0], fields_a(1, 0, 0, 4), 0, 0);
+	f = fields_a(FZ_A_B16_SUM, 0, 1, 4);
+	data_raw(&in, FZ_CTL_END_BURST | 1, &member[1], &f, 4);
+	f.dtype = 2;
+	data_raw(&in, FZ_CTL_END_BURST | 1, &member[1], &f, 4);
+	data_b16(&in, FZ_CTL_END_BURST, &member[2], fields_a(FZ_A_B16_SUM, 0, 2, 8), 0, 19);
+	data_b16(&in, FZ_CTL_END_BURST, &member[2], fields_a(FZ_A_B16_SUM, 0, 2, 3), 0, 4);
+	data_b16(&in, FZ_CTL_END_BURST, &member[2], fields_a(FZ_A_B16_SUM, 0, 2, 9), 0, 0);
+	save(&in, "b16-rejects");
+	/* tensor 2 deleted and added again in BLOCK16 while its FIXED32 round is open */
+	in.len = 0;
+	data_a(&in, FZ_CTL_END_BURST, FZ_TOGGLE_TENSOR, 0, 0, 4, 1);
+	data_a(&in, FZ_CTL_END_BURST | FZ_OP_TOGGLE_TENSOR << FZ_CTL_OP_SHIFT, FZ_TOGGLE_TENSOR, 0,
+	       1, 4, 1);
+	data_b16(&in, FZ_CTL_END_BURST | FZ_OP_TOGGLE_TENSOR << FZ_CTL_OP_SHIFT | 1, &member[1],
+		 fields_a(FZ_TOGGLE_TENSOR, 0, 1, 4), 3, 0);
+	for (unsigned int r = 0; r < FZ_A_N; r++)
+		data_b16(&in, FZ_CTL_END_BURST | (r & 1), &member[r],
+			 fields_a(FZ_TOGGLE_TENSOR, 1, (uint8_t)r, 4), 3, 0);
+	data_a(&in, FZ_CTL_END_BURST, FZ_TOGGLE_TENSOR, 2, 0, 4, 1);
+	save(&in, "b16-toggle");
+	/* session B: one rank, each BLOCK16 DATA a round */
+	in.len = 0;
+	for (uint32_t q = 0; q < 4; q++) {
+		cais_data_fields(&f, FZ_B_TENANT, FZ_B_SESSION, FZ_B_B16_TENSOR, q, FZ_B_SLOTS, 0,
+				 (uint16_t)(FZ_B_ELEMS - q));
+		data_b16(&in, FZ_CTL_END_BURST, &mb_b, f, q * 12, 0);
+	}
+	save(&in, "b16-session-b");
+}
+
 static void
 seeds_other(void)
 {
@@ -453,6 +549,7 @@ main(int argc, char **argv)
 	addresses();
 	seeds_rounds();
 	seeds_rejects();
+	seeds_b16();
 	seeds_other();
 	return 0;
 }

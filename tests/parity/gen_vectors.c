@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/b16.h"
 #include "../unit/test_env.h"
 
 #define N_PORTS	    4
@@ -303,6 +304,33 @@ data(const struct sess *s, uint32_t tensor, uint32_t seq, unsigned int r, uint16
 	return tf_cais_frame(frame, &src, &AGG, &f, vals, count);
 }
 
+/*
+ * BLOCK16 DATA (E4) of rank r for chunk seq into frame, its payload cut to
+ * plen bytes (0: whole); returns its length.
+ */
+static size_t
+data_b16(const struct sess *s, uint32_t tensor, uint32_t seq, unsigned int r, uint16_t count,
+	 size_t plen)
+{
+	uint8_t exps[CAIS_P4_ELEMS * 2 / CAIS_B16_BLOCK];
+	int16_t m[CAIS_P4_ELEMS * 2];
+	struct cais_fields f;
+	struct tf_end src = sender(s, r);
+	size_t full;
+
+	for (unsigned int b = 0; b * CAIS_B16_BLOCK < count; b++)
+		exps[b] = (uint8_t)(5 * b + r);
+	for (unsigned int i = 0; i < count; i++)
+		m[i] = (int16_t)(val(r, seq, i) / 4);
+	cais_data_fields(&f, s->tenant, s->session, tensor, seq, s->pool, (uint8_t)r, count);
+	f.dtype = CAIS_DT_BLOCK16;
+	full = tb16_encode(frame + CAIS_FRAME_OVERHEAD, exps, m, count);
+	plen = plen ? plen : full;
+	tf_udp_headers(frame, &src, &AGG, CAIS_HDR_LEN + plen);
+	cais_hdr_build((struct cais_hdr *)(frame + CAIS_FRAME_HDR_OFF), &f);
+	return CAIS_FRAME_OVERHEAD + plen;
+}
+
 static void
 send_data(const struct sess *s, uint32_t tensor, uint32_t seq, unsigned int r, uint16_t count,
 	  const int32_t *vals, uint8_t flags)
@@ -529,13 +557,23 @@ gen_reject(void)
 		vin(0, frame, len);
 	}
 
-	vcase("bad_dtype", "dtype 1: REJECT 6 (the REJECT carries dtype 0)");
+	vcase("bad_dtype", "dtype 1 with int32 values: REJECT 6, echoing dtype 1");
 	{
 		size_t len = data(&S11, 1, 42, 2, 64, NULL, 0);
 
 		hdr_of(frame)->dtype = 1;
 		vin(2, frame, len);
 	}
+
+	vcase("bad_dtype_block16",
+	      "BLOCK16 DATA (E4) to FIXED32 tensors: REJECT 6, echoing dtype 1, also when the "
+	      "payload is shorter than count int32 (a whole BLOCK16 payload: 4 + 2 x 64 bytes) "
+	      "or than count BLOCK16 elements: dtype is checked before count");
+	vin(0, frame, data_b16(&S11, 1, 42, 0, 64, 0));
+	vin(1, frame, data_b16(&S11, 2, 42, 1, 33, 0));
+	vin(3, frame, data_b16(&S11, 1, 42, 3, 64, 100));
+	vin(0, frame, data_b16(&S12, 5, 42, 0, 16, 3));
+	vin(1, frame, data_b16(&S11, 4, 42, 1, 1, 0));
 
 	vcase("bad_count", "count 0, count 65 > E = 64, count 17 > the session's E = 16, "
 			   "count 8 with 4 values: REJECT 5");
@@ -600,6 +638,7 @@ gen_reject(void)
 
 	vcase("state_untouched", "after every REJECT above, a round completes as usual");
 	round_all(&S11, 1, 41, 64);
+	round_all(&S11, 1, 42, 64);
 	round_all(&S11, 1, 43, 64);
 	file_end("reject.txt");
 }

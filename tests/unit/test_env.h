@@ -19,6 +19,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "dp_ctl.h"
 #include "dp_switch.h"
 #include "../common/frames.h"
 

@@ -5,7 +5,9 @@
  * Covers the reliability rules of PROTOCOL.md section 3 (arrival orders,
  * duplicates, loss, lost RESULTs, stale seqs, set alternation and seq wrap,
  * saturation), the ops, ARP, L2 learning/flooding, the lcore handoff,
- * forward-only mode and the lease.
+ * forward-only mode and the lease; and BLOCK16 (E4): every op, arrival
+ * orders, exponents aligned exactly, its REJECTs, a dtype change within a
+ * round, OVERFLOW from a DATA exponent.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +21,7 @@
 #include <cmocka.h>
 
 #include "test_env.h"
+#include "../common/b16.h"
 
 #define N_PORTS 8
 #define MAXE	2048
@@ -56,15 +59,21 @@ session(unsigned int t, unsigned int s, unsigned int n, unsigned int slots, unsi
 }
 
 static void
-tensor(unsigned int t, unsigned int s, unsigned int x, const char *op)
+tensor_wire(unsigned int t, unsigned int s, unsigned int x, const char *op, const char *wire)
 {
 	char buf[256];
 
 	snprintf(buf, sizeof(buf),
 		 "{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"tensor\":%u,"
-		 "\"op\":\"%s\",\"scale\":1024}}",
-		 t, s, x, op);
+		 "\"op\":\"%s\",\"scale\":1024,\"wire\":\"%s\"}}",
+		 t, s, x, op, wire);
 	ctl_ok(buf);
+}
+
+static void
+tensor(unsigned int t, unsigned int s, unsigned int x, const char *op)
+{
+	tensor_wire(t, s, x, op, "fixed32");
 }
 
 struct chunk {
@@ -99,10 +108,10 @@ send_data(const struct chunk *c, unsigned int rank, const int32_t *vals, uint8_t
 	tenv_send(E, (uint16_t)rank, frame, len);
 }
 
-/* The RESULT frame the switch must send to rank for chunk c with values want. */
+/* The RESULT frame the switch must send to rank for chunk c: plen bytes of payload in dtype. */
 static size_t
-result_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, const int32_t *want,
-	     uint8_t flags)
+result_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, uint8_t dtype,
+	     const uint8_t *payload, size_t plen, uint8_t flags)
 {
 	struct cais_fields f;
 
@@ -110,12 +119,20 @@ result_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, const int32
 			 c->count);
 	f.type = CAIS_TYPE_RESULT;
 	f.flags = flags;
-	return tf_cais_frame(buf, &AGG, &H[rank], &f, want, c->count);
+	f.dtype = dtype;
+	tf_udp_headers(buf, &AGG, &H[rank], CAIS_HDR_LEN + plen);
+	cais_hdr_build((struct cais_hdr *)(buf + CAIS_FRAME_HDR_OFF), &f);
+	memcpy(buf + CAIS_FRAME_OVERHEAD, payload, plen);
+	return CAIS_FRAME_OVERHEAD + plen;
 }
 
-/* Exactly the members in mask got the RESULT, byte for byte, on their ports; clears. */
+/*
+ * Exactly the members in mask got the RESULT of payload (plen bytes in
+ * dtype), byte for byte, on their ports; clears.
+ */
 static void
-expect_results(const struct chunk *c, uint32_t mask, const int32_t *want, uint8_t flags)
+expect_payload(const struct chunk *c, uint32_t mask, uint8_t dtype, const uint8_t *payload,
+	       size_t plen, uint8_t flags)
 {
 	static uint8_t exp[CAIS_FRAME_OVERHEAD + 4 * MAXE];
 	unsigned int n = (unsigned int)__builtin_popcount(mask);
@@ -130,7 +147,7 @@ expect_results(const struct chunk *c, uint32_t mask, const int32_t *want, uint8_
 
 		assert_true(r < N_PORTS && ((mask >> r) & 1) && !((seen >> r) & 1));
 		seen |= 1u << r;
-		len = result_frame(exp, c, r, want, flags);
+		len = result_frame(exp, c, r, dtype, payload, plen, flags);
 		assert_int_equal(fr->len, len);
 		if (memcmp(fr->data, exp, len) != 0) {
 			size_t i = 0;
@@ -142,6 +159,20 @@ expect_results(const struct chunk *c, uint32_t mask, const int32_t *want, uint8_
 		}
 	}
 	tenv_clear(E);
+}
+
+/* expect_payload() of FIXED32 values want. */
+static void
+expect_results(const struct chunk *c, uint32_t mask, const int32_t *want, uint8_t flags)
+{
+	static uint8_t p[4 * MAXE];
+
+	for (unsigned int i = 0; i < c->count; i++) {
+		uint32_t w = htonl((uint32_t)want[i]);
+
+		memcpy(p + 4 * i, &w, 4);
+	}
+	expect_payload(c, mask, CAIS_DT_FIXED32, p, 4u * c->count, flags);
 }
 
 static void
@@ -169,7 +200,7 @@ counters(unsigned int t, unsigned int s, struct dp_session_counters *sum)
 	struct dp_session *ss;
 
 	memset(sum, 0, sizeof(*sum));
-	LIST_FOREACH (ss, &E->sw->sessions, link)
+	LIST_FOREACH (ss, &E->sw->tables.sessions, link)
 		if (ss->tenant == t && ss->session == s)
 			for (unsigned int k = 0; k < ss->n_lcores; k++) {
 				const struct dp_session_counters *p = &ss->part[k].c;
@@ -196,6 +227,10 @@ setup(void **state)
 	tensor(1, 1, 2, "max");
 	tensor(1, 1, 3, "min");
 	tensor(1, 1, 4, "avg");
+	tensor_wire(1, 1, 11, "sum", "block16");
+	tensor_wire(1, 1, 12, "max", "block16");
+	tensor_wire(1, 1, 13, "min", "block16");
+	tensor_wire(1, 1, 14, "avg", "block16");
 	return 0;
 }
 
@@ -841,6 +876,403 @@ t_congested(void **state)
 	lc->qdepth = 0;
 }
 
+/* ---- BLOCK16 (E4) ---- */
+
+#define B16_PAY (CAIS_MAX_ELEMS / CAIS_B16_BLOCK + 2 * CAIS_MAX_ELEMS)
+
+/* Each rank's BLOCK16 payload of the chunk at hand, as b16_fill() or a test writes it. */
+static uint8_t bpay[8][B16_PAY];
+
+/*
+ * Rank's BLOCK16 payload for chunk c into bpay[rank]: block exponents spread
+ * over 0..40, m from val(), -32768 now and then.
+ */
+static void
+b16_fill(const struct chunk *c, unsigned int rank)
+{
+	static uint8_t exps[MAXE / CAIS_B16_BLOCK];
+	static int16_t m[MAXE];
+
+	for (unsigned int b = 0; b * CAIS_B16_BLOCK < c->count; b++)
+		exps[b] = (uint8_t)((rank * 13 + c->seq * 7 + b * 5) % (CAIS_B16_EMAX_DATA + 1));
+	for (unsigned int i = 0; i < c->count; i++)
+		m[i] = i % 29 == rank ? INT16_MIN : (int16_t)(val(rank, c->seq, i) % 32768);
+	tb16_encode(bpay[rank], exps, m, c->count);
+}
+
+/* Send bpay[rank] as rank's BLOCK16 DATA for chunk c, payload cut to plen bytes (0: whole). */
+static void
+send_b16_len(const struct chunk *c, unsigned int rank, uint8_t flags, size_t plen)
+{
+	struct cais_fields f;
+
+	if (!plen)
+		plen = cais_payload_bytes(CAIS_DT_BLOCK16, c->count);
+	cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, (uint8_t)rank,
+			 c->count);
+	f.flags = flags;
+	f.dtype = CAIS_DT_BLOCK16;
+	tf_udp_headers(frame, &H[rank], &AGG, CAIS_HDR_LEN + plen);
+	cais_hdr_build((struct cais_hdr *)(frame + CAIS_FRAME_HDR_OFF), &f);
+	memcpy(frame + CAIS_FRAME_OVERHEAD, bpay[rank], plen);
+	tenv_send(E, (uint16_t)rank, frame, CAIS_FRAME_OVERHEAD + plen);
+}
+
+static void
+send_b16(const struct chunk *c, unsigned int rank, uint8_t flags)
+{
+	send_b16_len(c, rank, flags, 0);
+}
+
+/*
+ * The RESULT payload of the ranks in mask (bpay[]) reduced by op (the model
+ * of tests/common/b16.h); *sat: an exponent above the DATA limit. @return its bytes
+ */
+static size_t
+b16_want(uint8_t *out, const struct chunk *c, uint32_t mask, enum cais_redop op, bool *sat)
+{
+	static int64_t acc[MAXE];
+	bool first = true;
+
+	*sat = false;
+	for (unsigned int r = 0; r < 8; r++) {
+		if (!((mask >> r) & 1))
+			continue;
+		for (unsigned int i = 0; i < c->count; i++) {
+			int64_t v = tb16_elem(bpay[r], c->count, i, sat);
+
+			acc[i] = first		     ? v
+				 : op == CAIS_OP_MAX ? (v > acc[i] ? v : acc[i])
+				 : op == CAIS_OP_MIN ? (v < acc[i] ? v : acc[i])
+						     : acc[i] + v;
+		}
+		first = false;
+	}
+	return tb16_store(out, acc, c->count);
+}
+
+/* Every op, counts of one and of several blocks (a short last one), then a lost RESULT. */
+static void
+t_b16_ops(void **state)
+{
+	static const uint16_t counts[] = {64, 45, 1, 33, 32};
+	static const enum cais_redop ops[] = {CAIS_OP_SUM, CAIS_OP_MAX, CAIS_OP_MIN, CAIS_OP_AVG};
+	uint8_t want[B16_PAY];
+	struct dp_session_counters sc;
+	bool sat;
+
+	(void)state;
+	for (unsigned int x = 0; x < 4; x++)
+		for (unsigned int k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+			struct chunk c = {1, 1, 11 + x, 1400 + x * 8 + k, 8, counts[k]};
+			size_t plen;
+
+			for (unsigned int r = 0; r < 4; r++)
+				b16_fill(&c, r);
+			/* avg is aggregated as sum */
+			plen = b16_want(want, &c, 0xF, ops[x], &sat);
+			assert_false(sat);
+			for (unsigned int j = 0; j < 4; j++) {
+				send_b16(&c, (j * 3 + k) % 4, 0);
+				if (j < 3)
+					expect_nothing();
+			}
+			expect_payload(&c, 0xF, CAIS_DT_BLOCK16, want, plen, 0);
+			send_b16(&c, 2, CAIS_F_RETX);
+			expect_payload(&c, 1u << 2, CAIS_DT_BLOCK16, want, plen, 0);
+		}
+	assert_int_equal(counters(1, 1, &sc)->rounds, 20);
+	assert_int_equal(sc.resends, 20);
+	assert_int_equal(sc.overflow + sc.inconsistent + sc.duplicates, 0);
+}
+
+/* 2048 elements per packet, 8 ranks: the RESULT shared by 8 members. */
+static void
+t_b16_jumbo(void **state)
+{
+	static uint8_t want[B16_PAY];
+	bool sat;
+
+	(void)state;
+	session(6, 2, 8, 4, MAXE);
+	tensor_wire(6, 2, 1, "sum", "block16");
+	for (uint32_t q = 0; q < 9; q++) {
+		struct chunk c = {6, 2, 1, q, 4, (uint16_t)(q == 4 ? MAXE - 7 : MAXE)};
+		size_t plen;
+
+		for (unsigned int r = 0; r < 8; r++)
+			b16_fill(&c, r);
+		plen = b16_want(want, &c, 0xFF, CAIS_OP_SUM, &sat);
+		assert_int_equal(plen, q == 4 ? 64 + 2 * (MAXE - 7) : 4160);
+		for (unsigned int r = 0; r < 8; r++)
+			send_b16(&c, (r * 3 + q) % 8, 0);
+		expect_payload(&c, 0xFF, CAIS_DT_BLOCK16, want, plen, 0);
+	}
+}
+
+/*
+ * Every arrival order of four contributions whose exponents differ widely
+ * within a block gives the same RESULT bits: the switch aligns them exactly
+ * (block 0: two contributions at 2^40 that cancel leave the small ones,
+ * exactly; block 1: exponents 40, 0, 21 and 33 in one block).
+ */
+static void
+t_b16_orders(void **state)
+{
+	static const uint8_t e[2][4] = {{40, 40, 0, 3}, {40, 0, 21, 33}};
+	uint8_t want[B16_PAY], first[B16_PAY];
+	int16_t m[4][64];
+	bool sat;
+	size_t plen = 0;
+
+	(void)state;
+	for (unsigned int i = 0; i < 64; i++) {
+		m[0][i] = (int16_t)(val(0, 77, i) % 32768);
+		m[1][i] = i < 32 ? (int16_t)-m[0][i] : (int16_t)(val(1, 77, i) % 32768);
+		m[2][i] = (int16_t)(val(2, 77, i) % 32768);
+		m[3][i] = i == 5 ? INT16_MIN : (int16_t)(val(3, 77, i) % 4096);
+	}
+	for (unsigned int r = 0; r < 4; r++) {
+		const uint8_t exps[2] = {e[0][r], e[1][r]};
+
+		tb16_encode(bpay[r], exps, m[r], 64);
+	}
+	{
+		struct chunk c = {1, 1, 11, 0, 8, 64};
+
+		plen = b16_want(want, &c, 0xF, CAIS_OP_SUM, &sat);
+	}
+	/* block 0 holds m2 + 8 m3, exactly: e <= 4; block 1 is as large as its 2^40 terms */
+	assert_true(want[0] <= 4);
+	assert_true(want[1] >= 35);
+	for (unsigned int k = 0; k < 24; k++) {
+		unsigned int perm[4] = {0, 1, 2, 3}, rest = k;
+		struct chunk c = {1, 1, 11, 1700 + k, 8, 64};
+
+		/* the k-th permutation (factorial number system) */
+		for (unsigned int j = 0; j < 4; j++) {
+			unsigned int pick = j + rest % (4 - j), t = perm[pick];
+
+			rest /= 4 - j;
+			memmove(perm + j + 1, perm + j, (pick - j) * sizeof(perm[0]));
+			perm[j] = t;
+		}
+		for (unsigned int j = 0; j < 4; j++)
+			send_b16(&c, perm[j], 0);
+		assert_int_equal(E->n_cap, 4);
+		if (k == 0)
+			memcpy(first, E->cap[0].data + CAIS_FRAME_OVERHEAD, plen);
+		assert_memory_equal(E->cap[0].data + CAIS_FRAME_OVERHEAD, first, plen);
+		expect_payload(&c, 0xF, CAIS_DT_BLOCK16, want, plen, 0);
+	}
+}
+
+/* One REJECT of why back to rank, echoing dtype; clears. */
+static void
+expect_reject(unsigned int rank, enum cais_reason why, uint8_t dtype)
+{
+	const struct cais_hdr *h;
+
+	if (E->n_cap != 1)
+		fail_msg("%u frames sent, want one REJECT %s", E->n_cap, cais_reason_name(why));
+	h = (const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF);
+	assert_int_equal(E->cap[0].port, rank);
+	assert_int_equal(E->cap[0].len, CAIS_FRAME_OVERHEAD);
+	assert_int_equal(cais_hdr_type(h), CAIS_TYPE_REJECT);
+	assert_int_equal(ntohs(h->reason), why);
+	assert_int_equal(h->dtype, dtype);
+	assert_int_equal(ntohs(h->count), 0);
+	tenv_clear(E);
+}
+
+/*
+ * BAD_DTYPE for DATA that is not its tensor's wire dtype, echoing the
+ * DATA's dtype; BAD_COUNT for a BLOCK16 payload shorter than its count
+ * needs (a FIXED32 length is not needed); none of them touches the slot.
+ */
+static void
+t_b16_rejects(void **state)
+{
+	struct chunk c = {1, 1, 1, 1800, 8, 64}, b = {1, 1, 11, 1800, 8, 64};
+	struct dp_session_counters sc;
+	uint8_t want[B16_PAY];
+	int32_t sum[64];
+	bool sat;
+
+	(void)state;
+	b16_fill(&c, 0);
+	send_b16(&c, 0, 0); /* BLOCK16 to a FIXED32 tensor */
+	expect_reject(0, CAIS_R_BAD_DTYPE, CAIS_DT_BLOCK16);
+	send_data(&b, 1, NULL, 0); /* FIXED32 to a BLOCK16 tensor */
+	expect_reject(1, CAIS_R_BAD_DTYPE, CAIS_DT_FIXED32);
+	{
+		struct cais_fields f;
+		int32_t v[2] = {1, 2};
+		size_t len;
+
+		cais_data_fields(&f, 1, 1, 11, 1800, 8, 2, 2);
+		f.dtype = 2;
+		len = tf_cais_frame(frame, &H[2], &AGG, &f, v, 2);
+		tenv_send(E, 2, frame, len);
+		expect_reject(2, CAIS_R_BAD_DTYPE, 2);
+	}
+	/* 64 elements: 4 + 128 bytes; 33: 4 + 66; one byte short is too short */
+	b16_fill(&b, 3);
+	send_b16_len(&b, 3, 0, 131);
+	expect_reject(3, CAIS_R_BAD_COUNT, CAIS_DT_BLOCK16);
+	b.count = 33;
+	b16_fill(&b, 3);
+	send_b16_len(&b, 3, 0, 69);
+	expect_reject(3, CAIS_R_BAD_COUNT, CAIS_DT_BLOCK16);
+	b.count = 65; /* > E */
+	b16_fill(&b, 3);
+	send_b16(&b, 3, 0);
+	expect_reject(3, CAIS_R_BAD_COUNT, CAIS_DT_BLOCK16);
+	counters(1, 1, &sc);
+	/* the rounds of both tensors go on as if nothing had come */
+	b.count = 64;
+	for (unsigned int r = 0; r < 4; r++)
+		b16_fill(&b, r);
+	{
+		size_t plen = b16_want(want, &b, 0xF, CAIS_OP_SUM, &sat);
+
+		for (unsigned int r = 0; r < 4; r++)
+			send_b16(&b, r, 0);
+		expect_payload(&b, 0xF, CAIS_DT_BLOCK16, want, plen, 0);
+	}
+	c.seq = 1801;
+	expected_sum(&c, 4, sum);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, sum, 0);
+	assert_int_equal(E->sw->lcores[0].c.rejects[CAIS_R_BAD_DTYPE], 3);
+	assert_int_equal(E->sw->lcores[0].c.rejects[CAIS_R_BAD_COUNT], 3);
+	assert_int_equal(counters(1, 1, &sc)->inconsistent, 0);
+}
+
+/*
+ * The tensor changes its wire dtype while a round is open (deleted and added
+ * again): a DATA of the other dtype for the round's seq is dropped and
+ * counted; the round completes in its own dtype.
+ */
+static void
+t_b16_dtype_change(void **state)
+{
+	struct chunk c = {1, 1, 11, 1900, 8, 64};
+	struct dp_session_counters sc;
+	uint8_t want[B16_PAY];
+	uint64_t drops = tenv_drops(E, DP_DROP_INCONSISTENT);
+	bool sat;
+	size_t plen;
+
+	(void)state;
+	for (unsigned int r = 0; r < 4; r++)
+		b16_fill(&c, r);
+	plen = b16_want(want, &c, 0xF, CAIS_OP_SUM, &sat);
+	send_b16(&c, 0, 0);
+	ctl_ok("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":11}}");
+	tensor_wire(1, 1, 11, "sum", "fixed32");
+	send_data(&c, 1, NULL, 0);
+	send_data(&c, 2, NULL, CAIS_F_RETX);
+	expect_nothing();
+	assert_int_equal(tenv_drops(E, DP_DROP_INCONSISTENT), drops + 2);
+	assert_int_equal(counters(1, 1, &sc)->inconsistent, 2);
+	ctl_ok("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":11}}");
+	tensor_wire(1, 1, 11, "sum", "block16");
+	for (unsigned int r = 1; r < 4; r++)
+		send_b16(&c, r, 0);
+	expect_payload(&c, 0xF, CAIS_DT_BLOCK16, want, plen, 0);
+	/* and the other way: a FIXED32 round, a BLOCK16 DATA for its seq */
+	c.tensor = 1;
+	c.seq = 1901;
+	{
+		int32_t sum[64];
+
+		expected_sum(&c, 4, sum);
+		send_data(&c, 0, NULL, 0);
+		ctl_ok(
+		    "{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":1}}");
+		tensor_wire(1, 1, 1, "sum", "block16");
+		send_b16(&c, 1, 0);
+		expect_nothing();
+		ctl_ok(
+		    "{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,\"tensor\":1}}");
+		tensor(1, 1, 1, "sum");
+		for (unsigned int r = 1; r < 4; r++)
+			send_data(&c, r, NULL, 0);
+		expect_results(&c, 0xF, sum, 0);
+	}
+	assert_int_equal(counters(1, 1, &sc)->inconsistent, 3);
+}
+
+/*
+ * A DATA exponent above 40 counts as 40 and the round's RESULT carries
+ * OVERFLOW, its resend too; an exponent of 40 is no overflow.
+ */
+static void
+t_b16_overflow(void **state)
+{
+	uint8_t want[B16_PAY];
+	struct dp_session_counters sc;
+	bool sat;
+
+	(void)state;
+	for (unsigned int k = 0; k < 3; k++) {
+		/* sum with exponent 41 in block 1; max with 255 in block 0; sum with 40 */
+		struct chunk c = {1, 1, k == 1 ? 12 : 11, 2000 + k, 8, 64};
+		size_t plen;
+
+		for (unsigned int r = 0; r < 4; r++)
+			b16_fill(&c, r);
+		bpay[2][k == 1 ? 0 : 1] = k == 0 ? 41 : k == 1 ? 255 : 40;
+		plen = b16_want(want, &c, 0xF, k == 1 ? CAIS_OP_MAX : CAIS_OP_SUM, &sat);
+		assert_int_equal(sat, k < 2);
+		for (unsigned int r = 0; r < 4; r++)
+			send_b16(&c, 3 - r, 0);
+		expect_payload(&c, 0xF, CAIS_DT_BLOCK16, want, plen, k < 2 ? CAIS_F_OVERFLOW : 0);
+		send_b16(&c, 0, CAIS_F_RETX);
+		expect_payload(&c, 1, CAIS_DT_BLOCK16, want, plen, k < 2 ? CAIS_F_OVERFLOW : 0);
+	}
+	assert_int_equal(counters(1, 1, &sc)->overflow, 2);
+}
+
+/* BLOCK16 through the lcore handoff: DATA for lcore 1's slots, RESULT from its queue. */
+static void
+t_b16_handoff(void **state)
+{
+	struct tenv *e1 = E;
+	struct rte_mbuf *pkts[DP_BURST];
+	uint8_t want[B16_PAY];
+	bool sat;
+
+	(void)state;
+	E = tenv_create(&AGG, N_PORTS, 2);
+	session(1, 1, 4, 8, 64);
+	tensor_wire(1, 1, 11, "min", "block16");
+	for (uint32_t q = 0; q < 4; q++) {
+		struct chunk c = {1, 1, 11, q, 8, 50};
+		size_t plen;
+		unsigned int n;
+
+		for (unsigned int r = 0; r < 4; r++)
+			b16_fill(&c, r);
+		plen = b16_want(want, &c, 0xF, CAIS_OP_MIN, &sat);
+		for (unsigned int r = 0; r < 4; r++)
+			send_b16(&c, r, 0);
+		if (q % 2) {
+			expect_nothing();
+			n = rte_ring_dequeue_burst(E->sw->lcores[1].ring, (void **)pkts, DP_BURST,
+						   NULL);
+			assert_int_equal(n, 4);
+			dp_lcore_input_owned(&E->sw->lcores[1], pkts, (uint16_t)n);
+			dp_lcore_flush(&E->sw->lcores[1]);
+		}
+		expect_payload(&c, 0xF, CAIS_DT_BLOCK16, want, plen, 0);
+	}
+	tenv_free(E);
+	E = e1;
+}
+
 int
 main(void)
 {
@@ -864,6 +1296,13 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_priority, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_congested, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_ops, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_jumbo, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_orders, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_rejects, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_dtype_change, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_overflow, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_b16_handoff, setup, teardown),
 	};
 
 	tenv_addrs(&AGG, H, N_PORTS);

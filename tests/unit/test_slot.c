@@ -13,7 +13,7 @@
 static enum dp_verdict
 step(struct dp_slot *sl, uint32_t seq, uint8_t rank, uint16_t count, uint16_t n, bool *done)
 {
-	return dp_slot_step(sl, seq, 7, rank, count, n, done);
+	return dp_slot_step(sl, seq, 7, rank, count, CAIS_DT_FIXED32, n, done);
 }
 
 static void
@@ -33,7 +33,8 @@ t_round(void **state)
 	assert_false(done);
 	assert_int_equal(step(&sl, 100, 3, 64, 4, &done), DP_V_DUPLICATE);
 	assert_int_equal(step(&sl, 100, 1, 32, 4, &done), DP_V_INCONSISTENT);
-	assert_int_equal(dp_slot_step(&sl, 100, 8, 1, 64, 4, &done), DP_V_INCONSISTENT);
+	assert_int_equal(dp_slot_step(&sl, 100, 8, 1, 64, CAIS_DT_FIXED32, 4, &done),
+			 DP_V_INCONSISTENT);
 	assert_int_equal(sl.n_seen, 3);
 	assert_int_equal(step(&sl, 100, 1, 64, 4, &done), DP_V_ADD);
 	assert_true(done);
@@ -98,11 +99,39 @@ t_wrap(void **state)
 	assert_false(cais_seq_before(0x10u, 0xFFFFFFF0u));
 }
 
+/* A round keeps the dtype of the DATA that opened it; another dtype is inconsistent. */
+static void
+t_dtype(void **state)
+{
+	struct dp_slot sl;
+	bool done;
+
+	(void)state;
+	memset(&sl, 0, sizeof(sl));
+	assert_int_equal(dp_slot_step(&sl, 3, 7, 0, 64, CAIS_DT_BLOCK16, 3, &done), DP_V_NEW);
+	assert_int_equal(sl.dtype, CAIS_DT_BLOCK16);
+	assert_int_equal(step(&sl, 3, 1, 64, 3, &done), DP_V_INCONSISTENT);
+	assert_int_equal(dp_slot_step(&sl, 3, 7, 1, 64, CAIS_DT_BLOCK16, 3, &done), DP_V_ADD);
+	/* checked before the rank: not a duplicate, not a resend */
+	assert_int_equal(step(&sl, 3, 0, 64, 3, &done), DP_V_INCONSISTENT);
+	assert_int_equal(dp_slot_step(&sl, 3, 7, 2, 64, CAIS_DT_BLOCK16, 3, &done), DP_V_ADD);
+	assert_true(done);
+	assert_int_equal(step(&sl, 3, 2, 64, 3, &done), DP_V_INCONSISTENT);
+	assert_int_equal(dp_slot_step(&sl, 3, 7, 2, 64, CAIS_DT_BLOCK16, 3, &done), DP_V_RESEND);
+	/* a newer round takes the new DATA's dtype */
+	assert_int_equal(step(&sl, 9, 2, 64, 3, &done), DP_V_NEW);
+	assert_int_equal(sl.dtype, CAIS_DT_FIXED32);
+	assert_int_equal(dp_slot_step(&sl, 9, 7, 0, 64, CAIS_DT_BLOCK16, 3, &done),
+			 DP_V_INCONSISTENT);
+	assert_int_equal(sl.n_seen, 1);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_round),
+	    cmocka_unit_test(t_dtype),
 	    cmocka_unit_test(t_world_one_and_max),
 	    cmocka_unit_test(t_wrap),
 	};

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <rte_launch.h>
 
+#include "dp_rcu.h"
 #include "test_env.h"
 
 static struct tenv *E;
@@ -80,21 +81,21 @@ t_errors(void **state)
 {
 	(void)state;
 	assert_int_equal(add_session(1, 1, 128, 64), 0);
-	assert_int_equal(E->sw->slots_used, 128);
+	assert_int_equal(E->sw->tables.slots_used, 128);
 	assert_int_equal(add_session(1, 1, 8, 64), -EEXIST);
 	assert_int_equal(add_tensor(1, 2, 1), -ENOENT);
 	assert_int_equal(add_tensor(1, 1, 1), 0);
 	assert_int_equal(add_tensor(1, 1, 1), -EEXIST);
 	assert_int_equal(add_tensor(1, 1, 2), 0);
-	assert_non_null(dp_tensor_lookup(E->sw, dp_tensor_key(1, 1, 2)));
+	assert_non_null(dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 2)));
 	assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,"
 			     "\"tensor\":3}}"),
 			 -ENOENT);
 	assert_int_equal(ctl("{\"cmd\":\"tensor.del\",\"args\":{\"tenant\":1,\"session\":1,"
 			     "\"tensor\":2}}"),
 			 0);
-	assert_null(dp_tensor_lookup(E->sw, dp_tensor_key(1, 1, 2)));
-	assert_int_equal(E->sw->n_tensors, 1);
+	assert_null(dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 2)));
+	assert_int_equal(E->sw->tables.n_tensors, 1);
 	assert_int_equal(ctl("{\"cmd\":\"session.del\",\"args\":{\"tenant\":9,\"session\":1}}"),
 			 -ENOENT);
 
@@ -102,16 +103,16 @@ t_errors(void **state)
 	assert_int_equal(ctl("{\"cmd\":\"thresholds.set\",\"args\":{\"slot_usage\":0.003}}"), 0);
 	assert_int_equal(add_session(2, 1, 128, 64), -ENOSPC);
 	assert_non_null(strstr(last_err.msg, "slots"));
-	assert_int_equal(E->sw->n_sessions, 1);
-	assert_int_equal(E->sw->slots_used, 128);
+	assert_int_equal(E->sw->tables.n_sessions, 1);
+	assert_int_equal(E->sw->tables.slots_used, 128);
 	assert_int_equal(add_session(2, 1, 64, 64), 0);
-	assert_int_equal(E->sw->slots_used, 192);
+	assert_int_equal(E->sw->tables.slots_used, 192);
 
 	/* deleting a session frees its slots and removes its tensors */
 	assert_int_equal(ctl("{\"cmd\":\"session.del\",\"args\":{\"tenant\":1,\"session\":1}}"), 0);
-	assert_null(dp_tensor_lookup(E->sw, dp_tensor_key(1, 1, 1)));
-	assert_int_equal(E->sw->n_tensors, 0);
-	assert_int_equal(E->sw->slots_used, 64);
+	assert_null(dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 1)));
+	assert_int_equal(E->sw->tables.n_tensors, 0);
+	assert_int_equal(E->sw->tables.slots_used, 64);
 	assert_int_equal(add_session(2, 2, 128, 64), 0);
 
 	/* the pool is split between the lcores: slot i belongs to lcore i mod 2 */
@@ -119,11 +120,61 @@ t_errors(void **state)
 		const struct dp_tensor *t;
 
 		assert_int_equal(add_tensor(2, 1, 5), 0);
-		t = dp_tensor_lookup(E->sw, dp_tensor_key(2, 1, 5));
+		t = dp_tensor_lookup(&E->sw->tables, dp_tensor_key(2, 1, 5));
 		assert_non_null(t);
 		assert_int_equal(t->s->part[0].n_local, 32);
 		assert_int_equal(t->s->part[1].n_local, 32);
 	}
+}
+
+/* The wire dtype of a tensor entry: from tensor.add, checked, shown by stats.get. */
+static void
+t_wire(void **state)
+{
+	struct dp_tensor_conf c = {.tenant = 1, .session = 1, .tensor = 9, .op = CAIS_OP_SUM};
+	struct dp_err why;
+	const struct dp_tensor *t;
+	json_t *st, *tensors, *x;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(add_session(1, 1, 8, 64), 0);
+	assert_int_equal(add_tensor(1, 1, 1), 0);
+	assert_int_equal(ctl("{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":1,"
+			     "\"tensor\":2,\"op\":\"max\",\"scale\":1,\"wire\":\"block16\"}}"),
+			 0);
+	assert_int_equal(ctl("{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":1,"
+			     "\"tensor\":3,\"op\":\"sum\",\"scale\":1,\"wire\":\"fixed32\"}}"),
+			 0);
+	assert_int_equal(ctl("{\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":1,"
+			     "\"tensor\":4,\"op\":\"sum\",\"scale\":1,\"wire\":\"block8\"}}"),
+			 -EINVAL);
+	t = dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 1));
+	assert_int_equal(t->wire, CAIS_DT_FIXED32); /* the default */
+	t = dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 2));
+	assert_int_equal(t->wire, CAIS_DT_BLOCK16);
+	assert_int_equal(t->op, CAIS_OP_MAX);
+	t = dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 3));
+	assert_int_equal(t->wire, CAIS_DT_FIXED32);
+	assert_null(dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 4)));
+	/* the table operation refuses a dtype it has no kernels for, whoever calls it */
+	c.wire = CAIS_DT_COUNT;
+	assert_int_equal(dp_tensor_add(&E->sw->tables, &c, &why), -EINVAL);
+	assert_non_null(strstr(why.msg, "wire"));
+	assert_null(dp_tensor_lookup(&E->sw->tables, dp_tensor_key(1, 1, 9)));
+	assert_int_equal(E->sw->tables.n_tensors, 3);
+	/* stats.get names it per tensor */
+	st = json_object();
+	assert_int_equal(dp_stats_json(E->sw, st), 0);
+	tensors = json_object_get(json_array_get(json_object_get(st, "sessions"), 0), "tensors");
+	assert_int_equal(json_array_size(tensors), 3);
+	json_array_foreach (tensors, i, x) {
+		json_int_t id = json_integer_value(json_object_get(x, "tensor"));
+
+		assert_string_equal(json_string_value(json_object_get(x, "wire")),
+				    id == 2 ? "block16" : "fixed32");
+	}
+	json_decref(st);
 }
 
 /* ---- concurrency ---- */
@@ -145,7 +196,8 @@ round_on_lcore1(uint32_t seq)
 		want[i] = 0;
 	for (unsigned int r = 0; r < 4; r++) {
 		for (unsigned int i = 0; i < 64; i++) {
-			v[i] = (int32_t)(seq * 131 + r * 7 + i);
+			/* seq wraps at 2^16 here: four of them summed stay within int32 */
+			v[i] = (int32_t)((seq & 0xFFFF) * 131 + r * 7 + i);
 			want[i] += v[i];
 		}
 		cais_data_fields(&cf, 1, 1, 1, seq, 8, (uint8_t)r, 64);
@@ -183,11 +235,11 @@ reader(void *arg)
 	uint32_t seq = 0;
 
 	(void)arg;
-	dp_rcu_online(E->sw, 1);
+	dp_rcu_online(E->sw->rcu, 1);
 	while (!stop) {
 		for (uint32_t k = 0; k < CHURN_KEYS; k++) {
 			uint64_t key = dp_tensor_key((uint16_t)(100 + k % 4), 7, k);
-			const struct dp_tensor *t = dp_tensor_lookup(E->sw, key);
+			const struct dp_tensor *t = dp_tensor_lookup(&E->sw->tables, key);
 
 			if (!t)
 				continue;
@@ -201,9 +253,9 @@ reader(void *arg)
 		}
 		round_on_lcore1(2 * seq++ + 1); /* odd slots: lcore 1 owns them */
 		reader_loops++;
-		dp_rcu_quiescent(E->sw, 1);
+		dp_rcu_quiescent(E->sw->rcu, 1);
 	}
-	dp_rcu_offline(E->sw, 1);
+	dp_rcu_offline(E->sw->rcu, 1);
 	return 0;
 }
 
@@ -252,8 +304,8 @@ t_concurrent(void **state)
 	assert_int_equal(reader_errors, 0);
 	assert_int_equal(rounds_bad, 0);
 	assert_true(rounds_ok > 0);
-	assert_int_equal(E->sw->n_sessions, 1);
-	assert_int_equal(E->sw->n_tensors, 1);
+	assert_int_equal(E->sw->tables.n_sessions, 1);
+	assert_int_equal(E->sw->tables.n_tensors, 1);
 }
 
 int
@@ -261,6 +313,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(t_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_wire, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_concurrent, setup, teardown),
 	};
 

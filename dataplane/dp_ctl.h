@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The switch behind the control requests (docs/PROTOCOL.md section 4): a
+ * struct ctl_ops on a struct dp_switch, for ctl_dispatch(), ctl_apply_file()
+ * and the endpoint, and the stats.get result. The one place where the
+ * control plane's types and JSON meet the data path's (dp_switch.h).
+ */
+#ifndef DP_CTL_H
+#define DP_CTL_H
+
+#include <jansson.h>
+
+#include "ctl.h"
+
+struct dp_switch;
+
+/** Fill ops with the operations of sw (ops->ctx = sw). */
+void dp_switch_ctl_ops(struct dp_switch *sw, struct ctl_ops *ops);
+
+/**
+ * Add the stats.get result members to out: uptime, mode, lease, ports,
+ * drops and REJECTs by reason, switch-wide counters, slot usage, thresholds,
+ * every session's counters and tensors, completion-time percentiles.
+ * Takes the tables' lock.
+ * @return 0
+ */
+int dp_stats_json(struct dp_switch *sw, json_t *out);
+
+#endif /* DP_CTL_H */

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The Ethernet/IPv4/UDP headers of what the switch sends (RESULT, REJECT),
+ * on plain bytes as the parser reads them (dp_parse.h): no DPDK.
+ *
+ * Headers toward a session's member are written once, when the session is
+ * added (dp_frame_hdr() into the member's template); per packet only the
+ * lengths and the IPv4 checksum change (dp_frame_lengths()). IPv4 without
+ * options, don't fragment, TTL 64; UDP checksum 0, which IPv4 allows.
+ */
+#ifndef DP_FRAME_H
+#define DP_FRAME_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include <cais/proto.h>
+
+/* Wire values the parser matches and the builders write. */
+#define DP_ETHERTYPE_IPV4 0x0800u
+#define DP_ETHERTYPE_ARP  0x0806u
+#define DP_IPPROTO_UDP	  17u
+#define DP_ARP_LEN	  28u /**< an ARP message for IPv4 over Ethernet */
+#define DP_ETH_MIN_FRAME  60u /**< the Ethernet minimum, without the FCS */
+
+/**
+ * Write Ethernet/IPv4/UDP headers (CAIS_FRAME_HDR_OFF bytes) at p, lengths
+ * and checksum 0 (dp_frame_lengths() sets them).
+ * @param dst_mac, src_mac  6 bytes each
+ * @param src_ip, dst_ip    network order
+ * @param sport_be, dport_be UDP ports, network order
+ */
+void dp_frame_hdr(uint8_t *p, const uint8_t *dst_mac, const uint8_t *src_mac, uint32_t src_ip,
+		  uint32_t dst_ip, uint16_t sport_be, uint16_t dport_be);
+
+/** Store v big-endian at p. */
+static inline void
+dp_frame_wr16(uint8_t *p, unsigned int v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+/*
+ * The checksum of a 20-byte IPv4 header whose checksum field is 0, ready to
+ * store: the one's complement sum does not depend on the byte order it is
+ * summed in, so native 16-bit loads serve (as DPDK's rte_ipv4_cksum()).
+ */
+static inline uint16_t
+dp_frame_ip_csum(const uint8_t *ip)
+{
+	uint32_t sum = 0;
+
+	for (unsigned int i = 0; i < CAIS_IP_HLEN; i += 2) {
+		uint16_t w;
+
+		memcpy(&w, ip + i, 2);
+		sum += w;
+	}
+	sum = (sum & 0xFFFF) + (sum >> 16);
+	sum = (sum & 0xFFFF) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/**
+ * Set the IPv4 and UDP lengths of a frame carrying cais_bytes after its UDP
+ * header, the IPv4 checksum, and UDP checksum 0.
+ */
+static inline void
+dp_frame_lengths(uint8_t *frame, unsigned int cais_bytes)
+{
+	uint8_t *ip = frame + CAIS_ETH_HLEN, *udp = ip + CAIS_IP_HLEN;
+	uint16_t csum;
+
+	dp_frame_wr16(ip + 2, CAIS_IP_HLEN + CAIS_UDP_HLEN + cais_bytes);
+	memset(ip + 10, 0, 2);
+	csum = dp_frame_ip_csum(ip);
+	memcpy(ip + 10, &csum, 2);
+	dp_frame_wr16(udp + 4, CAIS_UDP_HLEN + cais_bytes);
+	memset(udp + 6, 0, 2);
+}
+
+#endif /* DP_FRAME_H */

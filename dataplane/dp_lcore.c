@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The pipeline's first stage, a data lcore's poll loop: packets come from
+ * the lcore's RX queues (rte_eth_rx_burst) and from its handoff ring (DATA
+ * for slots it owns, received by other lcores). A burst from the RX queues
+ * is parsed (dp_parse.c), its source MACs learned (dp_l2.c), and each
+ * packet goes on by class: ARP and L2 to dp_fwd.c, DATA to the match
+ * (dp_match.c), malformed frames to a counted drop. Handed-over packets go
+ * straight to the match. Once per poll everything queued leaves (dp_tx.c)
+ * and the lcore passes an RCU quiescent point (dp_rcu.h).
+ */
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_prefetch.h>
+#include <rte_ring.h>
+
+#include "dp_pipeline.h"
+#include "dp_rcu.h"
+
+/* The first DP_PREFETCH_BYTES of m's frame into the cache. */
+static inline void
+prefetch_frame(const struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	unsigned int len = m->data_len < DP_PREFETCH_BYTES ? m->data_len : DP_PREFETCH_BYTES;
+
+	for (unsigned int off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
+		rte_prefetch0(f + off);
+}
+
+/* One received packet: count, parse, learn, and on by class. */
+static inline void
+input_one(struct dp_lcore *lc, struct rte_mbuf *m)
+{
+	struct dp_switch *sw = lc->sw;
+	uint16_t port = m->port;
+	const uint8_t *f;
+	struct dp_parsed p;
+
+	if (unlikely(port >= sw->n_ports))
+		return dp_drop(lc, m, DP_DROP_BAD_PORT);
+	lc->port[port].rx_pkts++;
+	lc->port[port].rx_bytes += m->pkt_len;
+	if (unlikely(m->nb_segs != 1))
+		return dp_drop(lc, m, DP_DROP_MULTISEG);
+	f = rte_pktmbuf_mtod(m, const uint8_t *);
+	dp_parse(f, m->data_len, &sw->pcfg, &p);
+	if (likely(m->data_len >= CAIS_ETH_HLEN))
+		dp_l2_learn(sw->l2, f + 6, port, lc->now);
+	switch (p.cls) {
+	case DP_CLASS_DATA:
+		lc->c.data_rx++;
+		return dp_match_data(lc, m);
+	case DP_CLASS_L2:
+		return dp_fwd_l2(lc, m);
+	case DP_CLASS_ARP_AGG:
+		return dp_fwd_arp(lc, m);
+	default:
+		return dp_drop(lc, m, p.drop);
+	}
+}
+
+void
+dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
+{
+	lc->now = rte_rdtsc();
+	for (uint16_t i = 0; i < n && i < DP_PREFETCH_MBUF; i++)
+		rte_prefetch0(pkts[i]);
+	for (uint16_t i = 0; i < n && i < DP_PREFETCH_FRAME; i++)
+		prefetch_frame(pkts[i]);
+	for (uint16_t i = 0; i < n; i++) {
+		if (i + DP_PREFETCH_MBUF < n)
+			rte_prefetch0(pkts[i + DP_PREFETCH_MBUF]);
+		if (i + DP_PREFETCH_FRAME < n)
+			prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
+		input_one(lc, pkts[i]);
+	}
+}
+
+void
+dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
+{
+	lc->now = rte_rdtsc();
+	for (uint16_t i = 0; i < n; i++)
+		dp_match_data(lc, pkts[i]);
+}
+
+/*
+ * Packets waiting for this lcore: what its RX queues hold where the PMD says
+ * (read every few polls), else a lower bound from the polls that filled every
+ * burst in a row; plus its handoff ring.
+ */
+static void
+queue_depth(struct dp_lcore *lc, bool full, unsigned int iter)
+{
+	uint32_t d = lc->ring ? rte_ring_count(lc->ring) : 0;
+
+	lc->full_streak = full ? (lc->full_streak < 65535 ? lc->full_streak + 1 : 65535) : 0;
+	if (lc->rx_count_ok) {
+		if (iter % DP_QDEPTH_EVERY)
+			return;
+		for (uint16_t q = 0; q < lc->n_rxq; q++) {
+			int n = rte_eth_rx_queue_count(lc->rxq[q].port, lc->rxq[q].queue);
+
+			d += n > 0 ? (uint32_t)n : 0;
+		}
+	} else {
+		/* a backlog no deeper than the queues themselves */
+		uint32_t est = lc->full_streak * DP_BURST, cap = (uint32_t)lc->n_rxq * DP_RX_DESC;
+
+		d += est < cap ? est : cap;
+	}
+	lc->qdepth = d;
+}
+
+/* One poll of every RX queue. @return whether every burst came back full */
+static bool
+poll_rx(struct dp_lcore *lc)
+{
+	struct rte_mbuf *pkts[DP_BURST];
+	bool full = lc->n_rxq > 0;
+
+	for (uint16_t q = 0; q < lc->n_rxq; q++) {
+		uint16_t n = rte_eth_rx_burst(lc->rxq[q].port, lc->rxq[q].queue, pkts, DP_BURST);
+
+		if (n)
+			dp_lcore_input(lc, pkts, n);
+		full &= n == DP_BURST;
+	}
+	return full;
+}
+
+static void
+poll_handoffs(struct dp_lcore *lc)
+{
+	struct rte_mbuf *pkts[DP_BURST];
+	unsigned int n = rte_ring_dequeue_burst(lc->ring, (void **)pkts, DP_BURST, NULL);
+
+	if (n)
+		dp_lcore_input_owned(lc, pkts, (uint16_t)n);
+}
+
+/* Whether PMDs tell every RX queue's occupancy (else queue_depth() estimates it). */
+static bool
+rx_count_ok(const struct dp_lcore *lc)
+{
+	for (uint16_t q = 0; q < lc->n_rxq; q++)
+		if (rte_eth_rx_queue_count(lc->rxq[q].port, lc->rxq[q].queue) < 0)
+			return false;
+	return lc->n_rxq > 0;
+}
+
+int
+dp_lcore_run(void *arg)
+{
+	struct dp_lcore *lc = arg;
+	struct dp_switch *sw = lc->sw;
+	const uint64_t period = sw->hz * DP_PERIODIC_US / 1000000;
+	uint64_t next = rte_rdtsc() + period;
+	unsigned int iter = 0;
+
+	dp_rcu_online(sw->rcu, lc->idx);
+	lc->rx_count_ok = rx_count_ok(lc);
+	while (!__atomic_load_n(&sw->quit, __ATOMIC_RELAXED)) {
+		queue_depth(lc, poll_rx(lc), ++iter);
+		if (lc->ring)
+			poll_handoffs(lc);
+		dp_lcore_flush(lc);
+		dp_rcu_quiescent(sw->rcu, lc->idx);
+		if (lc->idx == 0) {
+			uint64_t now = rte_rdtsc();
+
+			if ((int64_t)(now - next) >= 0) {
+				next = now + period;
+				dp_lease_check(sw, now);
+				if (sw->periodic)
+					sw->periodic(sw, sw->periodic_arg);
+			}
+		}
+	}
+	dp_lcore_flush(lc);
+	dp_rcu_offline(sw->rcu, lc->idx);
+	return 0;
+}

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * A data lcore: its private state (TX buffers, handoff staging, counters,
+ * REJECT buckets) and the entry points of the pipeline.
+ *
+ * dp_lcore_run() polls the lcore's RX queues and its handoff ring;
+ * dp_lcore_input() runs one burst through parse -> ARP/L2 or match ->
+ * action -> output (the files in that order: dp_pipeline.h). Tests and
+ * benchmarks call dp_lcore_input() and dp_lcore_flush() directly, with a
+ * TX function that captures what would be sent (struct dp_switch_conf.tx).
+ *
+ * Slot ownership: an lcore that receives DATA for a slot another lcore owns
+ * (dp_table.h) hands the packet to the owner over the owner's ring, in
+ * batches flushed once per poll.
+ */
+#ifndef DP_LCORE_H
+#define DP_LCORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+
+#include <cais/proto.h>
+
+#include "dp_config.h"
+#include "dp_parse.h"
+
+struct dp_switch;
+struct rte_mbuf;
+struct rte_ring;
+
+/** Packets waiting for one TX queue of one port. */
+struct dp_txbuf {
+	uint16_t n;
+	struct rte_mbuf *m[DP_TX_BUF];
+};
+
+/** Packets bound for one owner lcore, collected during a burst. */
+struct dp_handoff {
+	uint16_t n;
+	struct rte_mbuf *m[DP_BURST];
+};
+
+/** Per-port counters of one lcore. */
+struct dp_port_counters {
+	uint64_t rx_pkts, rx_bytes;
+	uint64_t tx_pkts, tx_bytes, tx_dropped;
+};
+
+/** Switch-wide counters of one lcore. */
+struct dp_lcore_counters {
+	uint64_t drops[DP_DROP_MAX];
+	uint64_t rejects[CAIS_R_MAX]; /**< REJECTs sent, by reason */
+	uint64_t arp_replies;
+	uint64_t l2_forwarded;
+	uint64_t l2_flooded;
+	uint64_t data_rx; /**< CAIS DATA parsed */
+	uint64_t handoffs;
+};
+
+/** Token bucket of the REJECT receivers that hash to one entry (see DP_RL_*). */
+struct dp_rl {
+	uint64_t credit; /**< TSC cycles of credit, capped at one second */
+	uint64_t last;	 /**< TSC of the last refill; 0: never used */
+};
+
+/** One data lcore. */
+struct dp_lcore {
+	struct dp_switch *sw;
+	unsigned int idx; /**< 0..n_lcores-1: slot owner index, TX queue, RCU reader */
+	unsigned int lcore_id;
+	uint16_t n_rxq;
+	struct {
+		uint16_t port;
+		uint16_t queue;
+	} rxq[DP_MAX_RXQ_PER_LCORE];
+	struct rte_ring *ring;	/**< handoff input; NULL with one lcore */
+	struct dp_handoff *out; /**< n_lcores staging areas */
+	uint64_t now;		/**< TSC at the start of the burst */
+	uint16_t n_free;
+	struct rte_mbuf *free[2 * DP_BURST];
+	struct dp_txbuf tx[DP_MAX_PORTS];    /**< normal class: REJECT, ARP, L2, normal RESULTs */
+	struct dp_txbuf tx_hi[DP_MAX_PORTS]; /**< RESULTs of high-priority sessions: sent first */
+	uint32_t qdepth;		     /**< packets waiting for this lcore (estimate) */
+	uint32_t full_streak;		     /**< consecutive polls that filled every burst */
+	bool rx_count_ok;		     /**< the PMD reports RX queue occupancy */
+	struct dp_lcore_counters c;
+	struct dp_port_counters port[DP_MAX_PORTS];
+	struct dp_rl rl[DP_RL_ENTRIES];
+} __rte_cache_aligned;
+
+/** The poll loop of a data lcore (an lcore_function_t); returns when sw->quit is set. */
+int dp_lcore_run(void *lcore);
+
+/** Run one burst received on the lcore's RX queues through the pipeline. */
+void dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
+
+/** Run packets handed over by other lcores (DATA for slots this lcore owns). */
+void dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
+
+/** Send the TX buffers and handoffs, free the dropped mbufs; once per poll iteration. */
+void dp_lcore_flush(struct dp_lcore *lc);
+
+#endif /* DP_LCORE_H */

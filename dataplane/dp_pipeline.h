@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Inside the pipeline: how a packet goes from one stage's file to the next,
+ * and the output helpers every stage uses. Not for use outside dataplane/.
+ *
+ * A packet's path, file by file:
+ *
+ *   dp_lcore.c   the poll loop: RX burst and handoff ring -> parse
+ *                (dp_parse.c), learn the source MAC (dp_l2.c), by class:
+ *   dp_fwd.c       ARP request for the aggregator -> reply;
+ *                  ordinary traffic -> forward or flood
+ *   dp_match.c     DATA -> tensor lookup (dp_table.h), REJECT checks,
+ *                  slot owner (here, or a handoff to the owner lcore)
+ *   dp_action.c  the slot state machine (dp_slot.h), the accumulators
+ *                (dp_agg.h); a complete round or a lost RESULT ->
+ *   dp_reply.c   RESULT frames (one payload, n headers), REJECT frames
+ *   dp_tx.c      TX buffers (two classes), handoff batches, deferred frees,
+ *                all flushed once per poll (dp_lcore_flush())
+ *
+ * Each stage takes the mbuf over: it sends it, hands it on, or drops it.
+ * No locks, no allocation but mbufs, no syscalls, no logging: counters only.
+ */
+#ifndef DP_PIPELINE_H
+#define DP_PIPELINE_H
+
+#include <stdint.h>
+
+#include <rte_branch_prediction.h>
+#include <rte_mbuf.h>
+
+#include <cais/proto.h>
+
+#include "dp_switch.h"
+
+/* ---- dp_fwd.c: ARP and ordinary traffic ---- */
+
+/** Answer an ARP request for the aggregator address (in place, back out its port). */
+void dp_fwd_arp(struct dp_lcore *lc, struct rte_mbuf *m);
+
+/** Forward m to the port its destination MAC was learned on, or flood it. */
+void dp_fwd_l2(struct dp_lcore *lc, struct rte_mbuf *m);
+
+/* ---- dp_match.c ---- */
+
+/** DATA m (parsed): match, check, then act here or hand it to the slot's owner. */
+void dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m);
+
+/* ---- dp_action.c ---- */
+
+/**
+ * The action on DATA m for a slot this lcore owns, matched and checked.
+ * @param t     its tensor entry
+ * @param slotf its slot field (set bit and index), consistent with its seq
+ */
+void dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
+		    uint16_t slotf);
+
+/* ---- dp_reply.c: RESULT and REJECT ---- */
+
+/**
+ * The round in sl is complete: write its RESULT payload (in the round's wire
+ * dtype) into the completing DATA mbuf m and send it to every member.
+ */
+void dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl,
+		      const int64_t *acc, struct rte_mbuf *m);
+
+/** Unicast the stored RESULT of a complete round to rank, reusing its DATA mbuf m. */
+void dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
+		     const int64_t *acc, struct rte_mbuf *m, uint8_t rank);
+
+/**
+ * Turn DATA m around as a REJECT of why to its sender (echoing its dtype),
+ * unless the sender's REJECT budget is spent (then m is dropped).
+ * @param sc the session's counters, when the session is known; else NULL
+ */
+void dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
+		     struct dp_session_counters *sc);
+
+/* ---- dp_tx.c: output buffers; their slow paths there, their fast paths here ---- */
+
+/** Send port's TX buffers, the high class first. */
+void dp_tx_flush(struct dp_lcore *lc, uint16_t port);
+
+/** Move the packets staged for owner into its ring (the rest are dropped). */
+void dp_handoff_flush(struct dp_lcore *lc, unsigned int owner);
+
+/** Free the mbufs put aside by dp_free_later(). */
+void dp_free_flush(struct dp_lcore *lc);
+
+/** Free m with the next batch. */
+static inline void
+dp_free_later(struct dp_lcore *lc, struct rte_mbuf *m)
+{
+	lc->free[lc->n_free++] = m;
+	if (unlikely(lc->n_free == RTE_DIM(lc->free)))
+		dp_free_flush(lc);
+}
+
+/** Drop m, counting why. */
+static inline void
+dp_drop(struct dp_lcore *lc, struct rte_mbuf *m, enum dp_drop why)
+{
+	lc->c.drops[why]++;
+	dp_free_later(lc, m);
+}
+
+/** Queue m for port, normal class. */
+static inline void
+dp_tx(struct dp_lcore *lc, uint16_t port, struct rte_mbuf *m)
+{
+	struct dp_txbuf *b = &lc->tx[port];
+
+	b->m[b->n++] = m;
+	if (unlikely(b->n >= lc->sw->normal_cap))
+		dp_tx_flush(lc, port);
+}
+
+/** Queue m for port, high class. */
+static inline void
+dp_tx_high(struct dp_lcore *lc, uint16_t port, struct rte_mbuf *m)
+{
+	struct dp_txbuf *b = &lc->tx_hi[port];
+
+	b->m[b->n++] = m;
+	if (unlikely(b->n == DP_TX_BUF))
+		dp_tx_flush(lc, port);
+}
+
+/** Stage m for owner's ring. */
+static inline void
+dp_handoff(struct dp_lcore *lc, unsigned int owner, struct rte_mbuf *m)
+{
+	struct dp_handoff *ho = &lc->out[owner];
+
+	ho->m[ho->n++] = m;
+	if (ho->n == DP_BURST)
+		dp_handoff_flush(lc, owner);
+}
+
+/** Make m a single segment of len bytes. */
+static inline void
+dp_mbuf_set_len(struct rte_mbuf *m, uint32_t len)
+{
+	m->data_len = (uint16_t)len;
+	m->pkt_len = len;
+}
+
+/** The CAIS header of a DATA frame (at its fixed offset: no IPv4 options). */
+static inline struct cais_hdr *
+dp_mbuf_cais(struct rte_mbuf *m)
+{
+	return rte_pktmbuf_mtod_offset(m, struct cais_hdr *, CAIS_FRAME_HDR_OFF);
+}
+
+#endif /* DP_PIPELINE_H */

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * RESULT and REJECT frames. A RESULT comes from the action (dp_action.c) when
+ * a round completes or a rank lost its copy: its payload is the store kernel
+ * of the round's wire dtype (dp_agg.h) on the accumulator. A REJECT comes from
+ * the match (dp_match.c) when DATA fails a check. Both are written into the
+ * DATA mbuf that caused them (a RESULT payload is as long as the DATA's:
+ * the same count and dtype), and go to the TX buffers (dp_tx.c).
+ */
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_mbuf.h>
+
+#include "dp_frame.h"
+#include "dp_pipeline.h"
+
+static inline void
+to_result(struct cais_hdr *h, uint8_t flags, uint8_t dtype)
+{
+	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_RESULT);
+	h->flags = flags;
+	h->rank = CAIS_RANK_NONE;
+	h->dtype = dtype;
+	h->reason = 0;
+}
+
+/* Address a frame to member mb (Ethernet/IPv4/UDP) for a CAIS message of cais_bytes. */
+static inline void
+to_member(uint8_t *f, const struct dp_member *mb, unsigned int cais_bytes)
+{
+	memcpy(f, mb->hdr, CAIS_FRAME_HDR_OFF);
+	dp_frame_lengths(f, cais_bytes);
+}
+
+/* A RESULT leaves in its session's class. */
+static inline void
+tx_result(struct dp_lcore *lc, const struct dp_session *s, uint16_t port, struct rte_mbuf *m)
+{
+	if (s->priority == DP_PRIO_HIGH)
+		dp_tx_high(lc, port, m);
+	else
+		dp_tx(lc, port, m);
+}
+
+static inline void
+send_to_member(struct dp_lcore *lc, const struct dp_session *s, const struct dp_member *mb,
+	       struct rte_mbuf *m)
+{
+	int port = dp_l2_lookup(lc->sw->l2, mb->mac, lc->now);
+
+	if (unlikely(port < 0 || port >= lc->sw->n_ports))
+		return dp_drop(lc, m, DP_DROP_NO_PORT);
+	tx_result(lc, s, (uint16_t)port, m);
+}
+
+/* RESULT flags: OVERFLOW of the round, CONGESTED while this lcore's queue is deep. */
+static inline uint8_t
+result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
+{
+	uint8_t f = sl->ovf ? CAIS_F_OVERFLOW : 0;
+
+	if (lc->qdepth > __atomic_load_n(&lc->sw->queue_depth_threshold, __ATOMIC_RELAXED))
+		f |= CAIS_F_CONGESTED;
+	return f;
+}
+
+/*
+ * The payload is written once, into m; the first n-1 members get a header
+ * mbuf chained to an indirect mbuf that shares m's payload, and m itself
+ * (headers rewritten in place) goes to the last member.
+ */
+void
+dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, const int64_t *acc,
+		 struct rte_mbuf *m)
+{
+	struct dp_switch *sw = lc->sw;
+	struct dp_session_counters *sc = &s->part[lc->idx].c;
+	struct rte_mbuf *mb[2 * (CAIS_MAX_WORLD - 1)];
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct cais_hdr *h = dp_mbuf_cais(m);
+	unsigned int plen = cais_payload_bytes(sl->dtype, sl->count);
+	unsigned int copies = s->n - 1u, r;
+
+	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
+	sl->ovf |= sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
+	sc->overflow += sl->ovf;
+	to_result(h, result_flags(lc, sl), sl->dtype);
+
+	if (copies && unlikely(rte_pktmbuf_alloc_bulk(sw->hdr_pool, mb, 2 * copies) != 0)) {
+		/* the round stays complete: those members retransmit and get a unicast */
+		lc->c.drops[DP_DROP_NO_MBUF] += copies;
+		copies = 0;
+	}
+	for (r = 0; r < copies; r++) {
+		struct rte_mbuf *hd = mb[2 * r], *ind = mb[2 * r + 1];
+		uint8_t *p = (uint8_t *)rte_pktmbuf_append(hd, CAIS_FRAME_OVERHEAD);
+
+		rte_pktmbuf_attach(ind, m);
+		rte_pktmbuf_adj(ind, CAIS_FRAME_OVERHEAD);
+		to_member(p, &s->members[r], CAIS_HDR_LEN + plen);
+		memcpy(p + CAIS_FRAME_HDR_OFF, h, CAIS_HDR_LEN);
+		hd->next = ind;
+		hd->nb_segs = 2;
+		hd->pkt_len = CAIS_FRAME_OVERHEAD + plen;
+		send_to_member(lc, s, &s->members[r], hd);
+	}
+	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen);
+	send_to_member(lc, s, &s->members[s->n - 1], m);
+	sc->results_tx += copies + 1;
+}
+
+void
+dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
+		const int64_t *acc, struct rte_mbuf *m, uint8_t rank)
+{
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	unsigned int plen = cais_payload_bytes(sl->dtype, sl->count);
+
+	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
+	/* the round's OVERFLOW is in sl->ovf already */
+	lc->sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
+	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->dtype);
+	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen);
+	tx_result(lc, s, m->port, m);
+}
+
+/*
+ * Per-sender token bucket: 50 REJECTs of burst, 50 per second, so never above
+ * 100 in any second. Senders that hash to the same entry share its bucket
+ * (a takeover keeps the credit), so alternating colliding senders cannot
+ * reset the limit.
+ */
+static bool
+reject_allowed(struct dp_lcore *lc, uint32_t ip, uint16_t port)
+{
+	const uint64_t hz = lc->sw->hz, cost = hz / (DP_RL_PER_SECOND / 2);
+	uint32_t h = (ip * 0x9E3779B1u) ^ ((uint32_t)port * 0x85EBCA77u);
+	struct dp_rl *e = &lc->rl[(h >> 16) & (DP_RL_ENTRIES - 1)];
+
+	if (e->last == 0) {
+		e->credit = hz;
+	} else {
+		e->credit += lc->now - e->last;
+		if (e->credit > hz)
+			e->credit = hz;
+	}
+	e->last = lc->now;
+	if (e->credit < cost)
+		return false;
+	e->credit -= cost;
+	return true;
+}
+
+void
+dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
+		struct dp_session_counters *sc)
+{
+	const struct dp_parse_cfg *agg = &lc->sw->pcfg;
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct cais_hdr *h = dp_mbuf_cais(m);
+	uint8_t dst_mac[6];
+	uint32_t dst_ip;
+	uint16_t dport;
+
+	memcpy(dst_mac, f + 6, 6);
+	memcpy(&dst_ip, f + CAIS_ETH_HLEN + 12, 4);
+	memcpy(&dport, f + CAIS_ETH_HLEN + CAIS_IP_HLEN, 2);
+	if (!reject_allowed(lc, dst_ip, dport))
+		return dp_drop(lc, m, DP_DROP_REJECT_LIMITED);
+	dp_frame_hdr(f, dst_mac, agg->agg_mac, agg->agg_ip, dst_ip, agg->udp_port, dport);
+	dp_frame_lengths(f, CAIS_HDR_LEN);
+	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_REJECT);
+	h->flags = why == CAIS_R_FWD_ONLY ? CAIS_F_FWD_ONLY : 0;
+	h->rank = CAIS_RANK_NONE;
+	/* dtype stays the DATA's: a host tells a BAD_DTYPE for what it sent before by it */
+	h->count = 0;
+	h->reason = rte_cpu_to_be_16(why);
+	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD);
+	lc->c.rejects[why]++;
+	if (sc)
+		sc->rejects[why]++;
+	dp_tx(lc, m->port, m);
+}
