@@ -1,108 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The communicator: API, issue and completion of collectives, metrics,
- * and the progress thread's loop.
+ * The communicator (comm.h): the API of cais.h, the submission of
+ * collectives with the offload decision, completion as the callers see it
+ * (metrics, the error alarm, the wake-up), and the progress thread's loop,
+ * which hands the work to the modules: the window (switch traffic), the peer
+ * channel, FETCH recovery and the requests.
  */
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 
-#include "agent.h"
-
-#define CAIS_X_TEXT(name, text) text,
-static const char *const fallback_names[] = {CAIS_FALLBACKS(CAIS_X_TEXT)};
-#undef CAIS_X_TEXT
-
-const char *
-cais_fallback_name(enum cais_fallback fb)
-{
-	return (unsigned int)fb < CAIS_FB_COUNT ? fallback_names[fb] : "?";
-}
-
-const char *
-cais_datatype_name(enum cais_datatype dt)
-{
-	static const char *const n[] = {"f32", "bf16", "f16", "i32"};
-
-	return (unsigned int)dt < 4 ? n[dt] : "?";
-}
-
-const char *
-cais_redop_name(enum cais_redop op)
-{
-	return cais_op_name(op);
-}
-
-const char *
-cais_path_name(enum cais_path p)
-{
-	static const char *const n[] = {"auto", "switch", "ring"};
-
-	return (unsigned int)p < 3 ? n[p] : "?";
-}
-
-size_t
-cais_datatype_size(enum cais_datatype dt)
-{
-	switch (dt) {
-	case CAIS_FLOAT32:
-	case CAIS_INT32:
-		return 4;
-	case CAIS_BFLOAT16:
-	case CAIS_FLOAT16:
-		return 2;
-	}
-	return 0;
-}
-
-const char *
-cais_strerror(int err)
-{
-	if (err < 0)
-		err = -err;
-	switch (err) {
-	case 0:
-		return "success";
-	case EINVAL:
-		return "invalid argument";
-	case ENOMEM:
-		return "out of memory";
-	case ETIMEDOUT:
-		return "the collective did not complete within the configured bound (timeout_ms)";
-	case ECONNREFUSED:
-		return "the switch cannot serve this collective and the path is switch-only";
-	case ECANCELED:
-		return "the communicator was destroyed before the collective completed";
-	case EPROTO:
-		return "a peer broke the agent protocol (mismatched collectives across ranks?)";
-	case ENETDOWN:
-		return "network error on the data network";
-	case EADDRINUSE:
-		return "this rank's data address (UDP or TCP port) is already in use";
-	case EADDRNOTAVAIL:
-		return "this rank's data address is not an address of this host";
-	case EMSGSIZE:
-		return "elems_per_packet does not fit the MTU of the route to the switch";
-	default:
-		return strerror(err);
-	}
-}
-
-uint64_t
-ag_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
+#include "comm.h"
 
 void
 cais_config_init(struct cais_config *c)
@@ -112,6 +28,9 @@ cais_config_init(struct cais_config *c)
 	c->slots = 128;
 	c->elems = 2048;
 	c->scale = 1024.0;
+	c->wire = CAIS_DT_FIXED32;
+	c->b16_scale = CAIS_DEFAULT_B16_SCALE;
+	c->threads = 1;
 	c->threshold = CAIS_DEFAULT_THRESHOLD;
 	c->retx_timeout_us = CAIS_DEFAULT_RETX_US;
 	c->retries = CAIS_DEFAULT_RETRIES;
@@ -120,52 +39,7 @@ cais_config_init(struct cais_config *c)
 	c->error_alarm = CAIS_DEFAULT_ERROR_ALARM;
 }
 
-/* ---- buffers ---- */
-
-void *
-ag_buf_get(struct cais_comm *c, size_t size)
-{
-	unsigned int best = AG_POOL_BUFS;
-	void *p;
-
-	for (unsigned int i = 0; i < AG_POOL_BUFS; i++)
-		if (c->pool[i].p && c->pool[i].size >= size &&
-		    (best == AG_POOL_BUFS || c->pool[i].size < c->pool[best].size))
-			best = i;
-	if (best == AG_POOL_BUFS)
-		return malloc(size);
-	p = c->pool[best].p;
-	c->pool[best].p = NULL;
-	return p;
-}
-
-void
-ag_buf_put(struct cais_comm *c, void *p, size_t size)
-{
-	unsigned int slot = AG_POOL_BUFS;
-
-	if (!p)
-		return;
-	/* an empty place, else the smallest buffer if it is smaller than this one */
-	for (unsigned int i = 0; i < AG_POOL_BUFS; i++) {
-		if (!c->pool[i].p) {
-			slot = i;
-			break;
-		}
-		if (c->pool[i].size < size &&
-		    (slot == AG_POOL_BUFS || c->pool[i].size < c->pool[slot].size))
-			slot = i;
-	}
-	if (slot == AG_POOL_BUFS) {
-		free(p);
-		return;
-	}
-	free(c->pool[slot].p);
-	c->pool[slot].p = p;
-	c->pool[slot].size = size;
-}
-
-/* ---- tensors ---- */
+/* ---- settings ---- */
 
 static struct ag_tensor *
 tensor_find(struct cais_comm *c, uint32_t id)
@@ -178,6 +52,30 @@ tensor_find(struct cais_comm *c, uint32_t id)
 	return NULL;
 }
 
+/* The tensor's entry, created with the defaults when new (under lock). */
+static struct ag_tensor *
+tensor_get(struct cais_comm *c, uint32_t id)
+{
+	struct ag_tensor *t = tensor_find(c, id);
+
+	if (!t && (t = calloc(1, sizeof(*t)))) {
+		t->id = id;
+		t->wire = (uint8_t)c->cfg.wire;
+		t->offload = true;
+		LIST_INSERT_HEAD(&c->tensors, t, link);
+	}
+	return t;
+}
+
+/* The scale of a tensor's collectives on wire (t may be NULL; under lock). */
+static double
+tensor_scale(const struct cais_comm *c, const struct ag_tensor *t, uint8_t wire)
+{
+	if (t && t->has_scale)
+		return t->scale;
+	return wire == CAIS_DT_BLOCK16 ? c->cfg.b16_scale : c->cfg.scale;
+}
+
 int
 cais_tensor_set(struct cais_comm *c, uint32_t tensor, double scale, bool offload)
 {
@@ -186,20 +84,60 @@ cais_tensor_set(struct cais_comm *c, uint32_t tensor, double scale, bool offload
 	if (!c || !(scale > 0) || !isfinite(scale))
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
-	t = tensor_find(c, tensor);
-	if (!t) {
-		t = calloc(1, sizeof(*t));
-		if (!t) {
-			pthread_mutex_unlock(&c->lock);
-			return -ENOMEM;
-		}
-		t->id = tensor;
-		LIST_INSERT_HEAD(&c->tensors, t, link);
+	t = tensor_get(c, tensor);
+	if (t) {
+		t->scale = scale;
+		t->has_scale = true;
+		t->offload = offload;
 	}
-	t->scale = scale;
-	t->offload = offload;
 	pthread_mutex_unlock(&c->lock);
-	return 0;
+	return t ? 0 : -ENOMEM;
+}
+
+int
+cais_tensor_wire(struct cais_comm *c, uint32_t tensor, enum cais_wire_dtype wire)
+{
+	struct ag_tensor *t;
+
+	if (!c || (wire != CAIS_DT_FIXED32 && wire != CAIS_DT_BLOCK16))
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	t = tensor_get(c, tensor);
+	if (t)
+		t->wire = (uint8_t)wire;
+	pthread_mutex_unlock(&c->lock);
+	return t ? 0 : -ENOMEM;
+}
+
+/*
+ * The requests' report that the switch refused tensor as BLOCK16: FIXED32
+ * from now on, at the FIXED32 scale the same max |x| would get (the
+ * manager's rules: 2^55 x 2^-24 / 2^ceil(log2 n) of BLOCK16's headroom), or
+ * the configured default for a tensor without a scale of its own. The same
+ * on every rank.
+ */
+static float
+wire_refused(void *ctx, uint32_t tensor)
+{
+	struct cais_comm *c = ctx;
+	struct ag_tensor *t;
+	double scale;
+
+	pthread_mutex_lock(&c->lock);
+	t = tensor_get(c, tensor);
+	if (t && t->wire == CAIS_DT_BLOCK16) {
+		unsigned int shift = 24;
+
+		while ((1u << (shift - 24)) < c->cfg.world)
+			shift++;
+		t->wire = CAIS_DT_FIXED32;
+		if (t->has_scale)
+			t->scale = ldexp(t->scale, -(int)shift);
+		c->m.wire_fallbacks++;
+	}
+	scale = tensor_scale(c, t, CAIS_DT_FIXED32);
+	pthread_mutex_unlock(&c->lock);
+	return (float)scale;
 }
 
 int
@@ -224,7 +162,7 @@ cais_set_path(struct cais_comm *c, enum cais_path path)
 	return 0;
 }
 
-/* ---- issue ---- */
+/* ---- submission ---- */
 
 static void
 wake(struct cais_comm *c)
@@ -244,6 +182,21 @@ overlap_bad(const void *send, const void *recv, size_t bytes)
 	return s != r && s < r + bytes && r < s + bytes;
 }
 
+/* The offload decision: the same inputs on every rank, so the same answer (under lock). */
+static enum cais_fallback
+offload_decision(const struct cais_comm *c, const struct ag_tensor *t, size_t bytes)
+{
+	if (c->path == CAIS_PATH_RING)
+		return CAIS_FB_FORCED;
+	if (c->path == CAIS_PATH_AUTO && bytes < c->threshold)
+		return CAIS_FB_THRESHOLD;
+	if (t && !t->offload)
+		return CAIS_FB_TENSOR_OFF;
+	if (c->path == CAIS_PATH_AUTO && t && t->disabled)
+		return CAIS_FB_ERROR_ALARM;
+	return CAIS_FB_NONE;
+}
+
 int
 cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *recv, size_t count,
 		enum cais_datatype dt, enum cais_redop op, struct cais_request **out)
@@ -253,7 +206,8 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 	struct ag_tensor *t;
 	uint64_t nchunks;
 
-	if (!c || !send || !recv || !out || count == 0 || esz == 0 || (unsigned int)op > 3)
+	if (!c || !send || !recv || !out || count == 0 || esz == 0 ||
+	    (unsigned int)op >= CAIS_OP_COUNT)
 		return -EINVAL;
 	bytes = count * esz;
 	if (bytes / esz != count || overlap_bad(send, recv, bytes))
@@ -262,7 +216,7 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 	if (nchunks > (1u << 30))
 		return -EINVAL;
 	if (c->managed)
-		ag_note_maxabs(c, tensor, send, count, dt);
+		ag_managed_note(c->managed, tensor, ag_maxabs(c->q, send, count, dt));
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -274,8 +228,6 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 	r->dt = dt;
 	r->op = op;
 	r->nchunks = (uint32_t)nchunks;
-	r->fetch_from = -1;
-	r->rel_error = -1;
 	r->t_issue = ag_now_ns();
 	r->deadline = r->t_issue + (uint64_t)c->cfg.timeout_ms * 1000000ull;
 
@@ -286,18 +238,9 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 		return -ECANCELED;
 	}
 	t = tensor_find(c, tensor);
-	r->scale = (float)(t ? t->scale : c->cfg.scale);
-	/* the offload decision: the same inputs on every rank, so the same answer */
-	if (c->path == CAIS_PATH_RING)
-		r->fb = CAIS_FB_FORCED;
-	else if (c->path == CAIS_PATH_AUTO && bytes < c->threshold)
-		r->fb = CAIS_FB_THRESHOLD;
-	else if (t && !t->offload)
-		r->fb = CAIS_FB_TENSOR_OFF;
-	else if (c->path == CAIS_PATH_AUTO && t && t->disabled)
-		r->fb = CAIS_FB_ERROR_ALARM;
-	else
-		r->fb = CAIS_FB_NONE;
+	r->wire = dt == CAIS_INT32 ? CAIS_DT_FIXED32 : t ? t->wire : (uint8_t)c->cfg.wire;
+	r->scale = (float)tensor_scale(c, t, r->wire);
+	r->fb = offload_decision(c, t, bytes);
 	r->switch_only = c->path == CAIS_PATH_SWITCH;
 	if (r->fb == CAIS_FB_NONE) {
 		c->innet_issued++;
@@ -316,180 +259,45 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 	return 0;
 }
 
-/* A submitted request enters the progress thread's world. */
-static void
-issue(struct cais_comm *c, struct cais_request *r)
-{
-	TAILQ_INSERT_TAIL(&c->active, r, link);
-	if (r->fb == CAIS_FB_NONE) {
-		r->stage_size = (size_t)r->nchunks * c->cfg.elems * CAIS_ELEM_SIZE;
-		r->stage = ag_buf_get(c, r->stage_size);
-		r->resolved = calloc(r->nchunks, 1);
-		if (!r->stage || !r->resolved) {
-			ag_complete(c, r, -ENOMEM);
-			return;
-		}
-		r->state = AG_RQ_INNET;
-		ag_ring_adopt_pending(c, r, false);
-		return;
-	}
-	if (r->switch_only) {
-		ag_complete(c, r, -ECONNREFUSED);
-		return;
-	}
-	ag_to_ring(c, r, r->fb);
-}
-
-struct cais_request *
-ag_req_of_seq(struct cais_comm *c, uint32_t seq)
-{
-	struct cais_request *r;
-
-	TAILQ_FOREACH (r, &c->active, link)
-		if (seq - r->seq0 < r->nchunks)
-			return r;
-	return NULL;
-}
-
-struct cais_request *
-ag_req_by_seq0(struct cais_comm *c, uint32_t seq0)
-{
-	struct cais_request *r;
-
-	TAILQ_FOREACH (r, &c->active, link)
-		if (r->seq0 == seq0)
-			return r;
-	return NULL;
-}
-
-bool
-ag_finished_innet(const struct cais_comm *c, uint32_t seq0)
-{
-	unsigned int n = c->n_finished < AG_FINISHED_LOG ? c->n_finished : AG_FINISHED_LOG;
-
-	for (unsigned int i = 0; i < n; i++)
-		if (c->finished[(c->n_finished - 1 - i) % AG_FINISHED_LOG].seq0 == seq0)
-			return true;
-	return false;
-}
-
-void
-ag_to_ring(struct cais_comm *c, struct cais_request *r, enum cais_fallback fb)
-{
-	if (r->state == AG_RQ_RING || r->state == AG_RQ_FETCH || r->state == AG_RQ_DONE)
-		return;
-	if (r->switch_only) {
-		ag_window_release(c, r);
-		ag_complete(c, r, -ECONNREFUSED);
-		return;
-	}
-	if (r->state == AG_RQ_INNET)
-		ag_window_release(c, r);
-	if (r->fb == CAIS_FB_NONE || r->state == AG_RQ_INNET)
-		r->fb = fb;
-	r->state = AG_RQ_RING;
-	ag_ring_progress(c, r);
-}
-
 /* ---- completion ---- */
 
-void
-ag_decode_stage(struct cais_comm *c, struct cais_request *r)
+/* The error alarm: a sampled error above it moves the tensor off the switch (under lock). */
+static void
+error_alarm(struct cais_comm *c, const struct cais_request *r)
 {
-	size_t esz = cais_datatype_size(r->dt);
-	unsigned int n = c->cfg.world;
-	float inv = 1.0f / r->scale;
-	unsigned int avg_n = 1;
+	struct ag_tensor *t;
 
-	if (r->op == CAIS_OP_AVG) {
-		if (r->dt == CAIS_INT32)
-			avg_n = n;
-		else
-			inv = (float)(1.0 / ((double)r->scale * n));
-	}
-	for (uint32_t i = 0; i < r->nchunks; i++) {
-		size_t first = (size_t)i * c->cfg.elems;
-		size_t cnt = r->count - first < c->cfg.elems ? r->count - first : c->cfg.elems;
-
-		c->q->decode((uint8_t *)r->recv + first * esz, r->stage + first * CAIS_ELEM_SIZE,
-			     cnt, r->dt, inv, avg_n);
-	}
-}
-
-void
-ag_innet_done(struct cais_comm *c, struct cais_request *r)
-{
-	c->finished[c->n_finished % AG_FINISHED_LOG].seq0 = r->seq0;
-	c->finished[c->n_finished % AG_FINISHED_LOG].nchunks = r->nchunks;
-	c->n_finished++;
-	r->via_switch = true;
-	if (r->check) {
-		/* the same collective on the ring, from the intact input, as the float
-		 * reference; recv gets the switch's result after the comparison */
-		r->state = AG_RQ_RING;
-		r->in_check = true;
-		ag_ring_progress(c, r);
-		ag_ring_adopt_pending(c, r, true);
+	c->m.error_checks++;
+	if (r->rel_error > c->m.max_rel_error)
+		c->m.max_rel_error = r->rel_error;
+	if (r->rel_error <= c->cfg.error_alarm)
 		return;
+	t = tensor_get(c, r->tensor);
+	if (t && !t->disabled) {
+		t->disabled = true;
+		c->m.tensors_disabled++;
 	}
-	ag_decode_stage(c, r);
-	ag_complete(c, r, 0);
 }
 
-void
-ag_complete(struct cais_comm *c, struct cais_request *r, int err)
+/* The requests' completion callback: account, then hand the request over. */
+static void
+completed(void *ctx, struct cais_request *r)
 {
-	uint64_t t = ag_now_ns() - r->t_issue;
-	bool innet = err == 0 && r->via_switch;
-
-	if (r->state == AG_RQ_INNET)
-		ag_window_release(c, r);
-	r->state = AG_RQ_DONE;
-	TAILQ_REMOVE(&c->active, r, link);
-	ag_ring_free(r);
-	ag_buf_put(c, r->stage, r->stage_size);
-	free(r->resolved);
-	r->stage = NULL;
-	r->resolved = NULL;
-	r->error = err;
-	r->st.error = err;
-	r->st.path = innet ? CAIS_PATH_SWITCH : CAIS_PATH_RING;
-	r->st.fallback = innet ? CAIS_FB_NONE : r->fb;
-	r->st.retransmissions = r->retx;
-	r->st.peer_chunks = r->peer_chunks;
-	r->st.time_us = (double)t / 1000.0;
-	r->st.rel_error = r->rel_error;
+	struct cais_comm *c = ctx;
 
 	pthread_mutex_lock(&c->lock);
-	if (err) {
+	if (r->error) {
 		c->m.errors++;
 	} else {
 		c->m.collectives++;
-		if (innet)
+		if (r->st.path == CAIS_PATH_SWITCH)
 			c->m.in_network++;
 		else
-			c->m.fallback[r->fb]++;
-		c->hist[cmn_hist_bucket(t)]++;
+			c->m.fallback[r->st.fallback]++;
+		c->hist[cmn_hist_bucket((uint64_t)(r->st.time_us * 1000.0))]++;
 	}
-	if (r->rel_error >= 0) {
-		c->m.error_checks++;
-		if (r->rel_error > c->m.max_rel_error)
-			c->m.max_rel_error = r->rel_error;
-		if (r->rel_error > c->cfg.error_alarm) {
-			struct ag_tensor *tt = tensor_find(c, r->tensor);
-
-			if (!tt && (tt = calloc(1, sizeof(*tt)))) {
-				tt->id = r->tensor;
-				tt->scale = r->scale;
-				tt->offload = true;
-				LIST_INSERT_HEAD(&c->tensors, tt, link);
-			}
-			if (tt && !tt->disabled) {
-				tt->disabled = true;
-				c->m.tensors_disabled++;
-			}
-		}
-	}
+	if (r->rel_error >= 0)
+		error_alarm(c, r);
 	atomic_store_explicit(&r->done, 1, memory_order_release);
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
@@ -560,8 +368,13 @@ cais_allreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *rec
 int
 cais_metrics_get(struct cais_comm *c, struct cais_metrics *m)
 {
+	struct ag_window_stats ws = {0};
+	uint64_t congested = 0;
+
 	if (!c || !m)
 		return -EINVAL;
+	for (unsigned int i = 0; i < c->nflows; i++)
+		ag_flow_stats(c->flows[i], &ws, &congested);
 	pthread_mutex_lock(&c->lock);
 	*m = c->m;
 	if (cmn_hist_total(c->hist)) {
@@ -569,9 +382,16 @@ cais_metrics_get(struct cais_comm *c, struct cais_metrics *m)
 		m->p90_us = (double)cmn_hist_quantile(c->hist, 0.9) / 1000.0;
 		m->p99_us = (double)cmn_hist_quantile(c->hist, 0.99) / 1000.0;
 	}
+	pthread_mutex_unlock(&c->lock);
+	m->chunks_sent = ws.chunks_sent;
+	m->retransmissions = ws.retransmissions;
+	m->results_ignored = ws.results_ignored;
+	m->send_errors = ws.send_errors;
+	m->peer_chunks = ag_req_peer_chunks(&c->reqs);
+	m->congested = congested;
+	m->peer_chunks_served = ag_fetch_served(c->fetch);
 	m->fallback_rate =
 	    m->collectives ? (double)(m->collectives - m->in_network) / m->collectives : 0;
-	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
@@ -592,87 +412,54 @@ take_submitted(struct cais_comm *c)
 	pthread_mutex_unlock(&c->lock);
 	while ((r = TAILQ_FIRST(&batch))) {
 		TAILQ_REMOVE(&batch, r, link);
-		issue(c, r);
-	}
-}
-
-/* In-network requests whose chunks are all in; requests past their deadline. */
-static void
-check_requests(struct cais_comm *c)
-{
-	struct cais_request *r, *next;
-
-	for (r = TAILQ_FIRST(&c->active); r; r = next) {
-		next = TAILQ_NEXT(r, link);
-		if ((r->state == AG_RQ_INNET || r->state == AG_RQ_FETCH) &&
-		    r->n_resolved == r->nchunks) {
-			if (r->state == AG_RQ_INNET)
-				ag_window_release(c, r);
-			ag_innet_done(c, r);
-			continue;
-		}
-		if (r->state == AG_RQ_RING)
-			ag_ring_progress(c, r);
-		if (r->state != AG_RQ_DONE && (int64_t)(c->now - r->deadline) >= 0)
-			ag_complete(c, r, -ETIMEDOUT);
+		ag_req_issue(&c->reqs, r);
 	}
 }
 
 static uint64_t
-next_deadline(const struct cais_comm *c)
+earliest(uint64_t a, uint64_t b)
 {
-	const struct cais_request *r;
-	uint64_t t = ag_switch_next_timer(c), p = ag_peer_next_timer(c);
+	return a < b ? a : b;
+}
 
-	if (p < t)
-		t = p;
-	TAILQ_FOREACH (r, &c->active, link)
-		if (r->deadline < t)
-			t = r->deadline;
-	return t;
+/* Wait for a peer socket, a submission, a flow's event or the next timer. */
+static void
+wait_for_work(struct cais_comm *c)
+{
+	struct pollfd *pfd = c->pfd;
+	unsigned int n = 0;
+	uint64_t now = ag_now_ns(), t;
+	struct timespec ts = {.tv_sec = 1};
+
+	t = earliest(ag_req_next_timer(&c->reqs),
+		     earliest(ag_peers_next_timer(c->net), ag_fetch_next_timer(c->fetch)));
+	if (t != UINT64_MAX) {
+		uint64_t d = (int64_t)(t - now) > 0 ? t - now : 0;
+
+		ts.tv_sec = (time_t)(d / 1000000000ull);
+		ts.tv_nsec = (long)(d % 1000000000ull);
+	}
+	pfd[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
+	n += ag_peers_pollfds(c->net, pfd + n, AG_MAX_POLL - n);
+	ppoll(pfd, n, &ts, NULL);
 }
 
 static void *
 progress_main(void *arg)
 {
 	struct cais_comm *c = arg;
-	struct pollfd *pfd = c->pfd;
 	sigset_t all;
 
 	/* signals belong to the application's threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	while (!atomic_load(&c->stop)) {
-		unsigned int n = 0;
-		uint64_t t;
-		struct timespec ts;
-
-		c->now = ag_now_ns();
 		take_submitted(c);
-		ag_switch_rx(c);
-		ag_peer_progress(c);
-		check_requests(c);
-		ag_switch_tx(c);
-		ag_peer_progress(c);
-
-		pfd[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
-		pfd[n++] = (struct pollfd){.fd = c->udp, .events = POLLIN};
-		n += ag_peer_pollfds(c, pfd + n, AG_MAX_POLL - n);
-		t = next_deadline(c);
-		c->now = ag_now_ns();
-		if (t == UINT64_MAX) {
-			ts.tv_sec = 1;
-			ts.tv_nsec = 0;
-		} else if ((int64_t)(t - c->now) <= 0) {
-			ts.tv_sec = 0;
-			ts.tv_nsec = 0;
-		} else {
-			uint64_t d = t - c->now;
-
-			ts.tv_sec = (time_t)(d / 1000000000ull);
-			ts.tv_nsec = (long)(d % 1000000000ull);
-		}
-		ppoll(pfd, n, &ts, NULL);
+		ag_peers_progress(c->net, ag_now_ns());
+		ag_req_progress(&c->reqs, ag_now_ns());
+		ag_fetch_tick(c->fetch, ag_now_ns());
+		ag_peers_progress(c->net, ag_now_ns());
+		wait_for_work(c);
 	}
 	return NULL;
 }
@@ -685,6 +472,10 @@ check_config(const struct cais_config *cfg)
 	if (cfg->world == 0 || cfg->world > CAIS_MAX_WORLD || cfg->rank >= cfg->world ||
 	    !cfg->peers || !cais_pool_size_ok(cfg->slots) || cfg->elems == 0 ||
 	    cfg->elems > CAIS_MAX_ELEMS || !(cfg->scale > 0) || !isfinite(cfg->scale) ||
+	    (cfg->wire != CAIS_DT_FIXED32 && cfg->wire != CAIS_DT_BLOCK16) ||
+	    !(cfg->b16_scale > 0) || !isfinite(cfg->b16_scale) ||
+	    cfg->threads > AG_MAX_FLOWS || (cfg->threads & (cfg->threads - 1)) ||
+	    cfg->threads > cfg->slots ||
 	    cfg->timeout_ms == 0 || cfg->retx_timeout_us == 0 || cfg->retries > 1000)
 		return -EINVAL;
 	for (unsigned int i = 0; i < cfg->world; i++)
@@ -697,34 +488,149 @@ static void
 comm_free(struct cais_comm *c)
 {
 	struct ag_tensor *t;
-	struct ag_pending_join *pj;
 
-	ag_peer_close(c);
-	if (c->udp >= 0)
-		close(c->udp);
+	/* the flows first: they hold requests */
+	for (unsigned int i = 0; i < c->nflows; i++)
+		ag_flow_stop(c->flows[i]);
+	ag_req_discard(&c->reqs);
+	ag_rings_close(c->rings);
+	ag_fetch_close(c->fetch);
+	ag_peers_close(c->net);
+	ag_cache_close(c->cache);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	while ((t = LIST_FIRST(&c->tensors))) {
 		LIST_REMOVE(t, link);
 		free(t);
 	}
-	while ((pj = LIST_FIRST(&c->pending_joins))) {
-		LIST_REMOVE(pj, link);
-		free(pj->joined);
-		free(pj);
-	}
-	for (unsigned int i = 0; i < AG_POOL_BUFS; i++)
-		free(c->pool[i].p);
-	free(c->managed);
-	free(c->win);
-	free(c->cache);
-	free(c->cached);
-	free(c->rxbuf);
+	ag_pool_free(&c->pool);
+	ag_managed_free(c->managed);
 	free(c->pfd);
 	free(c->peers);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	free(c);
+}
+
+/* Wake the progress thread: a flow posted an event. */
+static void
+wake_progress(void *ctx)
+{
+	wake(ctx);
+}
+
+/* The flows: one per thread, each on the rank's port + its index. */
+static int
+flows_open(struct cais_comm *c)
+{
+	const struct cais_config *cfg = &c->cfg;
+	struct ag_flow_conf fc = {
+	    .nflows = c->nflows,
+	    .w = {.tenant = cfg->tenant,
+		  .session = cfg->session,
+		  .rank = (uint8_t)cfg->rank,
+		  .slots = cfg->slots,
+		  .elems = cfg->elems,
+		  .first_seq = cfg->first_seq,
+		  .retx_timeout_us = cfg->retx_timeout_us,
+		  .retries = cfg->retries,
+		  .sw = cfg->switch_addr},
+	    .world = cfg->world,
+	    .elems = cfg->elems,
+	    .stride = c->reqs.stride,
+	    .round_nearest = cfg->round_nearest,
+	    .q = c->q,
+	    .cache = c->cache,
+	};
+	uint64_t seed = ((uint64_t)cfg->rank << 32) ^ (uint64_t)getpid() ^ ag_now_ns();
+	int rc;
+
+	if (fc.w.sw.sin_port == 0)
+		fc.w.sw.sin_port = htons(CAIS_UDP_PORT);
+	ag_req_flow_host(&c->reqs, &fc.host);
+	for (unsigned int i = 0; i < c->nflows; i++) {
+		fc.idx = i;
+		fc.seed = seed + i;
+		fc.w.local = c->peers[cfg->rank];
+		fc.w.local.sin_port = htons((uint16_t)(ntohs(fc.w.local.sin_port) + i));
+		if ((rc = ag_flow_start(&c->flows[i], &fc)))
+			return rc;
+	}
+	return 0;
+}
+
+/* The modules, bottom up; the requests hear from each. */
+static int
+modules_open(struct cais_comm *c)
+{
+	const struct cais_config *cfg = &c->cfg;
+	uint32_t chunk = (uint32_t)cfg->elems * CAIS_ELEM_SIZE;
+	struct ag_peer_handler ph;
+	struct ag_fetch_source src;
+	struct ag_reqs *q = &c->reqs;
+	int rc;
+
+	q->rank = cfg->rank;
+	q->world = cfg->world;
+	q->slots = cfg->slots;
+	q->elems = cfg->elems;
+	q->stride = cais_payload_bytes(CAIS_DT_FIXED32, cfg->elems);
+	if (q->stride < cais_payload_bytes(CAIS_DT_BLOCK16, cfg->elems))
+		q->stride = cais_payload_bytes(CAIS_DT_BLOCK16, cfg->elems);
+	q->q = c->q;
+	q->pool = &c->pool;
+	q->flows = c->flows;
+	q->nflows = c->nflows;
+	q->completed = completed;
+	q->wire_refused = wire_refused;
+	q->wake = wake_progress;
+	q->ctx = c;
+	if ((rc = ag_req_init(q)))
+		return rc;
+	ag_req_peer_handler(q, &ph);
+	ag_req_fetch_source(q, &src);
+	if ((rc = ag_cache_open(&c->cache, cfg->slots, q->stride)) ||
+	    (rc = ag_peers_open(&c->net, cfg->rank, cfg->world, c->peers,
+				chunk > AG_RING_PIECE ? chunk : AG_RING_PIECE, &ph)))
+		return rc;
+	q->cache = c->cache;
+	q->peers = c->net;
+	if ((rc = ag_fetch_open(&c->fetch,
+				&(struct ag_fetch_conf){.rank = cfg->rank,
+							.world = cfg->world,
+							.slots = cfg->slots,
+							.stride = q->stride,
+							.peers = c->net,
+							.cache = c->cache,
+							.flows = c->flows,
+							.nflows = c->nflows},
+				&src)) ||
+	    (rc = ag_rings_open(&c->rings, &(struct ag_rings_conf){.rank = cfg->rank,
+								   .world = cfg->world,
+								   .peers = c->net,
+								   .pool = &c->pool,
+								   .q = c->q})))
+		return rc;
+	q->f = c->fetch;
+	q->rings = c->rings;
+	return flows_open(c);
+}
+
+/*
+ * Flows when cais_config.threads is 0: one per CPU this process may run on,
+ * rounded down to a power of two, at most AG_MAX_FLOWS and S.
+ */
+static unsigned int
+auto_flows(const struct cais_config *cfg)
+{
+	cpu_set_t set;
+	unsigned int cpus = 1, k = 1;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		cpus = (unsigned int)CPU_COUNT(&set);
+	while (2 * k <= cpus && 2 * k <= AG_MAX_FLOWS && 2 * k <= cfg->slots)
+		k *= 2;
+	return k;
 }
 
 int
@@ -739,40 +645,27 @@ cais_comm_create(const struct cais_config *cfg, struct cais_comm **out)
 	if (!c)
 		return -ENOMEM;
 	c->cfg = *cfg;
-	c->udp = -1;
-	c->listen_fd = -1;
 	c->wake_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	TAILQ_INIT(&c->submitted);
-	TAILQ_INIT(&c->active);
+	TAILQ_INIT(&c->reqs.active);
 	LIST_INIT(&c->tensors);
-	LIST_INIT(&c->pending_joins);
 	c->threshold = cfg->threshold;
 	c->next_seq = cfg->first_seq;
-	c->next_send = c->base = cfg->first_seq;
 	c->q = cais_quant_best();
-	cais_rng_seed(&c->rng, ((uint64_t)cfg->rank << 32) ^ (uint64_t)getpid() ^ ag_now_ns());
-	c->sw = cfg->switch_addr;
-	if (c->sw.sin_port == 0)
-		c->sw.sin_port = htons(CAIS_UDP_PORT);
+	c->nflows = cfg->threads ? cfg->threads : auto_flows(cfg);
+	c->cfg.threads = c->nflows;
 	c->peers = calloc(cfg->world, sizeof(*c->peers));
-	c->win = calloc(cfg->slots, sizeof(*c->win));
-	c->cached = calloc(2u * cfg->slots, sizeof(*c->cached));
-	c->cache = malloc((size_t)2 * cfg->slots * cfg->elems * CAIS_ELEM_SIZE);
-	c->rxbuf = malloc((size_t)AG_BATCH * AG_DGRAM);
 	c->pfd = calloc(AG_MAX_POLL, sizeof(*c->pfd));
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!c->peers || !c->win || !c->cached || !c->cache || !c->rxbuf || !c->pfd ||
-	    c->wake_fd < 0) {
+	if (!c->peers || !c->pfd || c->wake_fd < 0) {
 		comm_free(c);
 		return -ENOMEM;
 	}
 	memcpy(c->peers, cfg->peers, cfg->world * sizeof(*c->peers));
 	c->cfg.peers = c->peers;
-	rc = ag_switch_open(c);
-	if (rc == 0)
-		rc = ag_peer_open(c);
+	rc = modules_open(c);
 	if (rc == 0 && pthread_create(&c->thread, NULL, progress_main, c) != 0)
 		rc = -ENOMEM;
 	if (rc) {
@@ -798,12 +691,8 @@ cais_comm_destroy(struct cais_comm *c)
 	if (c->thread_started)
 		pthread_join(c->thread, NULL);
 	/* the thread is gone: what it held is freed (the API says: not to be used) */
-	TAILQ_CONCAT(&c->active, &c->submitted, link);
-	while ((r = TAILQ_FIRST(&c->active))) {
-		TAILQ_REMOVE(&c->active, r, link);
-		ag_ring_free(r);
-		free(r->stage);
-		free(r->resolved);
+	while ((r = TAILQ_FIRST(&c->submitted))) {
+		TAILQ_REMOVE(&c->submitted, r, link);
 		free(r);
 	}
 	comm_free(c);

@@ -15,9 +15,11 @@
 #include <arpa/inet.h>
 #include <sys/ioctl.h>
 
+#include "clock.h"
 #include "cmn_addr.h"
-#include "agent.h"
+#include "comm.h"
 #include "ctl_client.h"
+#include "managed.h"
 
 #define AG_CALL_MS		5000
 /* once per step, on the training's critical path: a manager that is not there
@@ -145,19 +147,19 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	    strlen(j->job) > 64 || strlen(j->tenant) == 0 || strlen(j->tenant) > 64 ||
 	    j->data.sin_family != AF_INET || j->data.sin_port == 0)
 		return -EINVAL;
-	m = calloc(1, sizeof(*m));
+	m = ag_managed_new();
 	if (!m)
 		return -ENOMEM;
 	if (cmn_parse_addr(j->manager, CAIS_MGR_PORT, &m->mgr) != 0 ||
 	    (j->key_file && ctl_key_load(j->key_file, &m->key) != 0)) {
-		free(m);
+		ag_managed_free(m);
 		return -EINVAL;
 	}
 	snprintf(m->job, sizeof(m->job), "%s", j->job);
 	m->rank = j->rank;
 	rc = mac_of(&j->data.sin_addr, mac);
 	if (rc) {
-		free(m);
+		ag_managed_free(m);
 		return rc;
 	}
 	inet_ntop(AF_INET, &j->data.sin_addr, ip, sizeof(ip));
@@ -200,7 +202,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	}
 	if (rc) {
 		json_decref(res);
-		free(m);
+		ag_managed_free(m);
 		return rc < 0 ? rc : -EPROTO;
 	}
 	if (tmpl)
@@ -212,7 +214,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	rc = config_from_status(res, &cfg, &peers, &offload);
 	json_decref(res);
 	if (rc) {
-		free(m);
+		ag_managed_free(m);
 		return rc;
 	}
 	cfg.peers = peers;
@@ -221,7 +223,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	rc = cais_comm_create(&cfg, out);
 	free(peers);
 	if (rc) {
-		free(m);
+		ag_managed_free(m);
 		return rc;
 	}
 	(*out)->managed = m;
@@ -231,16 +233,18 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 }
 
 int
-cais_tensor_register(struct cais_comm *c, uint32_t tensor, enum cais_redop op)
+cais_tensor_register(struct cais_comm *c, uint32_t tensor, enum cais_redop op,
+		     enum cais_datatype dtype)
 {
 	json_t *res = NULL;
 	int rc;
 
-	if (!c || !c->managed || (unsigned int)op > CAIS_OP_MIN)
+	if (!c || !c->managed || (unsigned int)op > CAIS_OP_MIN || cais_datatype_size(dtype) == 0)
 		return -EINVAL;
 	rc = call(c->managed, "tensor.register",
-		  json_pack("{s:s, s:I, s:s}", "job", c->managed->job, "tensor", (json_int_t)tensor,
-			    "op", cais_redop_name(op)),
+		  json_pack("{s:s, s:I, s:s, s:s}", "job", c->managed->job, "tensor",
+			    (json_int_t)tensor, "op", cais_redop_name(op), "dtype",
+			    cais_datatype_name(dtype)),
 		  &res);
 	json_decref(res);
 	return rc;
@@ -257,13 +261,13 @@ report(struct cais_comm *c, struct ag_managed *m)
 	cais_metrics_get(c, &now);
 	for (unsigned int i = 1; i < CAIS_FB_COUNT; i++)
 		fb += now.fallback[i] - m->last.fallback[i];
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&m->lock);
 	for (unsigned int i = 0; i < m->n_maxabs; i++)
 		json_array_append_new(tensors, json_pack("{s:I, s:f}", "tensor",
 							 (json_int_t)m->maxabs[i].tensor, "max_abs",
 							 (double)m->maxabs[i].value));
 	m->n_maxabs = 0;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&m->lock);
 	m->last = now;
 	return json_pack("{s:s, s:i, s:I, s:o, s:I, s:I, s:I, s:I}", "job", m->job, "rank",
 			 (int)m->rank, "step", (json_int_t)m->step, "tensors", tensors,
@@ -309,53 +313,20 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 	json_array_foreach (scales, i, v) {
 		json_int_t t = json_integer_value(json_object_get(v, "tensor"));
 		double s = json_number_value(json_object_get(v, "scale"));
+		int wire = cais_dtype_parse(json_string_value(json_object_get(v, "wire")));
 		bool on = false;
 		size_t k;
 		json_t *o;
 
 		json_array_foreach (offload, k, o)
 			on |= json_integer_value(o) == t;
-		if (t >= 0 && t <= UINT32_MAX && s > 0 && isfinite(s))
-			cais_tensor_set(c, (uint32_t)t, s, on);
+		if (t < 0 || t > UINT32_MAX || !(s > 0) || !isfinite(s))
+			continue;
+		/* the wire first: the scale is the one for it */
+		if (wire >= 0)
+			cais_tensor_wire(c, (uint32_t)t, (enum cais_wire_dtype)wire);
+		cais_tensor_set(c, (uint32_t)t, s, on);
 	}
 	json_decref(res);
 	return 0;
-}
-
-void
-ag_note_maxabs(struct cais_comm *c, uint32_t tensor, const void *send, size_t count,
-	       enum cais_datatype dt)
-{
-	struct ag_managed *m = c->managed;
-	float mx = 0, buf[512];
-	unsigned int i;
-
-	if (dt == CAIS_INT32)
-		return;
-	for (size_t k = 0; k < count; k += 512) {
-		size_t n = count - k < 512 ? count - k : 512;
-		const float *p = buf;
-
-		if (dt == CAIS_FLOAT32)
-			p = (const float *)send + k;
-		else
-			c->q->to_f32(buf, (const uint8_t *)send + k * 2, n, dt);
-		for (size_t e = 0; e < n; e++) {
-			float a = fabsf(p[e]);
-
-			mx = a > mx ? a : mx; /* NaN never wins */
-		}
-	}
-	pthread_mutex_lock(&c->lock);
-	for (i = 0; i < m->n_maxabs; i++)
-		if (m->maxabs[i].tensor == tensor)
-			break;
-	if (i == m->n_maxabs && i < AG_MAX_MANAGED_TENSORS) {
-		m->maxabs[i].tensor = tensor;
-		m->maxabs[i].value = 0;
-		m->n_maxabs++;
-	}
-	if (i < m->n_maxabs && mx > m->maxabs[i].value)
-		m->maxabs[i].value = mx;
-	pthread_mutex_unlock(&c->lock);
 }

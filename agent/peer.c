@@ -1,43 +1,73 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The peer channel: TCP among the ranks' data addresses (through the switch,
- * as ordinary forwarded traffic). Every rank listens on its data IP and
- * port. Control connections (FETCH, RING_REQ, FINISHED) are opened on first
- * use by whichever side needs one; ring data goes on a connection of its
- * own from each rank to the next, so small control messages never wait
- * behind megabytes of ring data. Messages are a 32-byte header and a
- * payload; sockets are non-blocking, with a queue per connection.
+ * The peer channel (peer.h): connections and framing. Messages are a 32-byte
+ * header and a payload, written with sendmsg from a queue per connection and
+ * read back into a buffer per connection; whole messages go to the owner.
  */
+#include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <endian.h>
 #include <netinet/tcp.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "agent.h"
+#include "peer.h"
 
-static uint32_t
-in_cap(const struct cais_comm *c)
-{
-	uint32_t chunk = (uint32_t)c->cfg.elems * CAIS_ELEM_SIZE;
+/** Connection kinds (the flags of HELLO). */
+enum ag_conn_kind { AG_CONN_NEW = 0, AG_CONN_CTL = 1, AG_CONN_RING = 2 };
 
-	return chunk > AG_RING_PIECE ? chunk : AG_RING_PIECE;
-}
+/** One queued output: a header, and a payload either owned (copied) or borrowed. */
+struct ag_out {
+	STAILQ_ENTRY(ag_out) link;
+	struct ag_msg h;
+	const uint8_t *data; /**< borrowed (ring data) or own[] */
+	uint32_t len;
+	uint32_t done; /**< bytes of header + payload written */
+	uint8_t own[];
+};
+
+struct ag_conn {
+	int fd;
+	int peer; /**< rank, -1 until HELLO */
+	int kind; /**< enum ag_conn_kind */
+	bool outbound;
+	bool connecting; /**< non-blocking connect in progress */
+	uint64_t retry_at;
+	STAILQ_HEAD(, ag_out) outq;
+	/* input */
+	struct ag_msg in;
+	uint32_t in_got;     /**< header bytes read */
+	uint8_t *in_buf;     /**< payload buffer (max_payload bytes) */
+	uint32_t in_len;     /**< payload bytes expected */
+	uint32_t in_pay_got; /**< payload bytes read */
+};
+
+struct ag_peers {
+	unsigned int rank, world;
+	struct sockaddr_in *addrs;
+	uint32_t max_payload;
+	struct ag_peer_handler h;
+	uint64_t now;
+	int listen_fd;
+	struct ag_conn **ctl;	   /**< world: the control connection with each peer */
+	struct ag_conn *ring_out;  /**< to rank + 1 */
+	struct ag_conn *ring_in;   /**< from rank - 1 */
+	struct ag_conn **accepted; /**< every inbound connection (also ctl[] or ring_in) */
+	unsigned int n_accepted;
+};
 
 void
-ag_msg_init(struct ag_msg *h, const struct cais_comm *c, enum ag_msg_type type, uint8_t flags,
+ag_msg_init(struct ag_msg *h, unsigned int rank, enum ag_msg_type type, uint8_t flags,
 	    uint32_t seq, uint32_t n, uint64_t off, uint32_t len)
 {
 	h->magic = htonl(AG_MSG_MAGIC);
 	h->type = (uint8_t)type;
 	h->flags = flags;
-	h->rank = htons((uint16_t)c->cfg.rank);
+	h->rank = htons((uint16_t)rank);
 	h->seq = htonl(seq);
 	h->n = htonl(n);
 	h->off = htobe64(off);
@@ -46,13 +76,13 @@ ag_msg_init(struct ag_msg *h, const struct cais_comm *c, enum ag_msg_type type, 
 }
 
 static struct ag_conn *
-conn_new(struct cais_comm *c, int fd, int peer, int kind, bool outbound)
+conn_new(struct ag_peers *p, int fd, int peer, int kind, bool outbound)
 {
 	struct ag_conn *k = calloc(1, sizeof(*k));
 
 	if (!k)
 		return NULL;
-	k->in_buf = malloc(in_cap(c));
+	k->in_buf = malloc(p->max_payload);
 	if (!k->in_buf) {
 		free(k);
 		return NULL;
@@ -66,82 +96,93 @@ conn_new(struct cais_comm *c, int fd, int peer, int kind, bool outbound)
 }
 
 static void
-outq_free(struct ag_conn *k)
+conn_free(struct ag_conn *k)
 {
 	struct ag_out *o;
 
-	while ((o = STAILQ_FIRST(&k->outq))) {
-		STAILQ_REMOVE_HEAD(&k->outq, link);
-		free(o);
-	}
-}
-
-static void
-conn_free(struct ag_conn *k)
-{
 	if (!k)
 		return;
 	if (k->fd >= 0)
 		close(k->fd);
-	outq_free(k);
+	while ((o = STAILQ_FIRST(&k->outq))) {
+		STAILQ_REMOVE_HEAD(&k->outq, link);
+		free(o);
+	}
 	free(k->in_buf);
 	free(k);
 }
 
 int
-ag_peer_open(struct cais_comm *c)
+ag_peers_open(struct ag_peers **out, unsigned int rank, unsigned int world,
+	      const struct sockaddr_in *addrs, uint32_t max_payload,
+	      const struct ag_peer_handler *h)
 {
-	const struct sockaddr_in *me = &c->peers[c->cfg.rank];
+	struct ag_peers *p = calloc(1, sizeof(*p));
 	int fd, one = 1;
 
-	c->ctl = calloc(c->cfg.world, sizeof(*c->ctl));
-	if (!c->ctl)
+	if (!p)
 		return -ENOMEM;
+	p->rank = rank;
+	p->world = world;
+	p->max_payload = max_payload;
+	p->h = *h;
+	p->listen_fd = -1;
+	p->addrs = calloc(world, sizeof(*p->addrs));
+	p->ctl = calloc(world, sizeof(*p->ctl));
+	if (!p->addrs || !p->ctl) {
+		ag_peers_close(p);
+		return -ENOMEM;
+	}
+	memcpy(p->addrs, addrs, world * sizeof(*addrs));
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		int err = -errno;
+
+		ag_peers_close(p);
+		return err;
+	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)me, sizeof(*me)) != 0 || listen(fd, 256) != 0) {
+	if (bind(fd, (const struct sockaddr *)&addrs[rank], sizeof(addrs[rank])) != 0 ||
+	    listen(fd, 256) != 0) {
 		int err = -errno;
 
 		close(fd);
+		ag_peers_close(p);
 		return err;
 	}
-	c->listen_fd = fd;
+	p->listen_fd = fd;
+	*out = p;
 	return 0;
 }
 
 void
-ag_peer_close(struct cais_comm *c)
+ag_peers_close(struct ag_peers *p)
 {
+	if (!p)
+		return;
 	/* accepted connections may also be ctl[] or ring_in: free each once */
-	if (c->ctl)
-		for (unsigned int i = 0; i < c->cfg.world; i++)
-			if (c->ctl[i] && c->ctl[i]->outbound)
-				conn_free(c->ctl[i]);
-	for (unsigned int i = 0; i < c->n_accepted; i++)
-		conn_free(c->accepted[i]);
-	conn_free(c->ring_out);
-	free(c->ctl);
-	free(c->accepted);
-	c->ctl = NULL;
-	c->accepted = NULL;
-	c->ring_out = c->ring_in = NULL;
-	c->n_accepted = 0;
-	if (c->listen_fd >= 0)
-		close(c->listen_fd);
-	c->listen_fd = -1;
+	if (p->ctl)
+		for (unsigned int i = 0; i < p->world; i++)
+			if (p->ctl[i] && p->ctl[i]->outbound)
+				conn_free(p->ctl[i]);
+	for (unsigned int i = 0; i < p->n_accepted; i++)
+		conn_free(p->accepted[i]);
+	conn_free(p->ring_out);
+	if (p->listen_fd >= 0)
+		close(p->listen_fd);
+	free(p->accepted);
+	free(p->ctl);
+	free(p->addrs);
+	free(p);
 }
 
 /* ---- output ---- */
 
 static int
-enqueue(struct cais_comm *c, struct ag_conn *k, const struct ag_msg *h, const void *data,
-	uint32_t len, bool copy)
+enqueue(struct ag_conn *k, const struct ag_msg *h, const void *data, uint32_t len, bool copy)
 {
 	struct ag_out *o = malloc(sizeof(*o) + (copy ? len : 0));
 
-	(void)c;
 	if (!o)
 		return -ENOMEM;
 	o->h = *h;
@@ -158,12 +199,11 @@ enqueue(struct cais_comm *c, struct ag_conn *k, const struct ag_msg *h, const vo
 	return 0;
 }
 
-/* Start a non-blocking connect of k to peer (k->fd replaced); a new stream starts with HELLO. */
+/* Start a non-blocking connect of k to its peer (k->fd replaced); a new stream starts with HELLO. */
 static void
-conn_connect(struct cais_comm *c, struct ag_conn *k)
+conn_connect(struct ag_peers *p, struct ag_conn *k)
 {
-	const struct sockaddr_in *to = &c->peers[k->peer];
-	struct sockaddr_in src = c->peers[c->cfg.rank];
+	struct sockaddr_in src = p->addrs[p->rank];
 	struct ag_out *head = STAILQ_FIRST(&k->outq);
 	int fd, one = 1;
 
@@ -174,7 +214,7 @@ conn_connect(struct cais_comm *c, struct ag_conn *k)
 			return;
 		if (head)
 			head->done = 0; /* a half-written message starts over on the new stream */
-		ag_msg_init(&hello->h, c, AG_HELLO, (uint8_t)k->kind, 0, 0, 0, 0);
+		ag_msg_init(&hello->h, p->rank, AG_HELLO, (uint8_t)k->kind, 0, 0, 0, 0);
 		hello->data = hello->own;
 		STAILQ_INSERT_HEAD(&k->outq, hello, link);
 	}
@@ -183,7 +223,7 @@ conn_connect(struct cais_comm *c, struct ag_conn *k)
 		close(k->fd);
 	k->fd = -1;
 	k->connecting = false;
-	k->retry_at = c->now + (uint64_t)AG_CONNECT_RETRY_US * 1000;
+	k->retry_at = p->now + (uint64_t)AG_CONNECT_RETRY_US * 1000;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
@@ -191,7 +231,9 @@ conn_connect(struct cais_comm *c, struct ag_conn *k)
 	/* from this rank's data address, so the traffic takes the data network */
 	src.sin_port = 0;
 	bind(fd, (const struct sockaddr *)&src, sizeof(src));
-	if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) != 0 && errno != EINPROGRESS) {
+	if (connect(fd, (const struct sockaddr *)&p->addrs[k->peer], sizeof(p->addrs[k->peer])) !=
+		0 &&
+	    errno != EINPROGRESS) {
 		close(fd);
 		return;
 	}
@@ -204,43 +246,42 @@ conn_connect(struct cais_comm *c, struct ag_conn *k)
 
 /* An outbound connection to peer of the given kind, HELLO queued first. */
 static struct ag_conn *
-outbound(struct cais_comm *c, int peer, int kind)
+outbound(struct ag_peers *p, int peer, int kind)
 {
-	struct ag_conn *k = conn_new(c, -1, peer, kind, true);
+	struct ag_conn *k = conn_new(p, -1, peer, kind, true);
 
-	if (!k)
-		return NULL;
-	conn_connect(c, k);
+	if (k)
+		conn_connect(p, k);
 	return k;
 }
 
 int
-ag_peer_send(struct cais_comm *c, int peer, const struct ag_msg *h, const void *data, uint32_t len)
+ag_peers_send(struct ag_peers *p, int peer, const struct ag_msg *h, const void *data, uint32_t len)
 {
-	if (peer < 0 || (unsigned int)peer >= c->cfg.world || (unsigned int)peer == c->cfg.rank)
+	if (peer < 0 || (unsigned int)peer >= p->world || (unsigned int)peer == p->rank)
 		return -EINVAL;
-	if (!c->ctl[peer]) {
-		c->ctl[peer] = outbound(c, peer, AG_CONN_CTL);
-		if (!c->ctl[peer])
+	if (!p->ctl[peer]) {
+		p->ctl[peer] = outbound(p, peer, AG_CONN_CTL);
+		if (!p->ctl[peer])
 			return -ENOMEM;
 	}
-	return enqueue(c, c->ctl[peer], h, data, len, true);
+	return enqueue(p->ctl[peer], h, data, len, true);
 }
 
 int
-ag_ring_send(struct cais_comm *c, const struct ag_msg *h, const void *data, uint32_t len)
+ag_peers_send_ring(struct ag_peers *p, const struct ag_msg *h, const void *data, uint32_t len)
 {
-	if (!c->ring_out) {
-		c->ring_out = outbound(c, (int)((c->cfg.rank + 1) % c->cfg.world), AG_CONN_RING);
-		if (!c->ring_out)
+	if (!p->ring_out) {
+		p->ring_out = outbound(p, (int)((p->rank + 1) % p->world), AG_CONN_RING);
+		if (!p->ring_out)
 			return -ENOMEM;
 	}
-	return enqueue(c, c->ring_out, h, data, len, false);
+	return enqueue(p->ring_out, h, data, len, false);
 }
 
 /* Write what the socket takes. @return false when the connection failed */
 static bool
-conn_write(struct cais_comm *c, struct ag_conn *k)
+conn_write(struct ag_peers *p, struct ag_conn *k)
 {
 	uint32_t ring_done[64];
 	unsigned int n_ring = 0;
@@ -278,16 +319,16 @@ conn_write(struct cais_comm *c, struct ag_conn *k)
 			ring_done[n_ring++] = ntohl(o->h.seq);
 		free(o);
 	}
-	/* after the loop: finishing a ring may change the queues */
+	/* after the loop: the owner may queue or purge ring data in its handler */
 	for (unsigned int i = 0; i < n_ring; i++)
-		ag_ring_sent(c, ring_done[i]);
+		p->h.ring_sent(p->h.ctx, ring_done[i]);
 	return ok;
 }
 
 void
-ag_ring_purge(struct cais_comm *c, uint32_t seq0)
+ag_peers_purge_ring(struct ag_peers *p, uint32_t seq0)
 {
-	struct ag_conn *k = c->ring_out;
+	struct ag_conn *k = p->ring_out;
 	struct ag_out *o, *next;
 
 	if (!k)
@@ -302,7 +343,7 @@ ag_ring_purge(struct cais_comm *c, uint32_t seq0)
 			close(k->fd);
 			k->fd = -1;
 			k->connecting = false;
-			k->retry_at = c->now;
+			k->retry_at = p->now;
 		}
 		STAILQ_REMOVE(&k->outq, o, ag_out, link);
 		free(o);
@@ -311,59 +352,36 @@ ag_ring_purge(struct cais_comm *c, uint32_t seq0)
 
 /* ---- input ---- */
 
+/* HELLO names the peer and the connection's kind; the rest goes to the owner. */
 static int
-dispatch(struct cais_comm *c, struct ag_conn *k, const struct ag_msg *h, const uint8_t *pay)
+dispatch(struct ag_peers *p, struct ag_conn *k, const struct ag_msg *h, const uint8_t *pay)
 {
-	uint32_t seq = ntohl(h->seq), n = ntohl(h->n);
-	uint64_t off = be64toh(h->off);
 	int peer = ntohs(h->rank);
 
-	if ((unsigned int)peer >= c->cfg.world || (unsigned int)peer == c->cfg.rank)
+	if ((unsigned int)peer >= p->world || (unsigned int)peer == p->rank)
 		return -EPROTO;
 	if (h->type == AG_HELLO) {
 		if (k->peer >= 0 && k->peer != peer)
 			return -EPROTO;
 		k->peer = peer;
 		k->kind = h->flags;
-		if (h->flags == AG_CONN_CTL && !c->ctl[peer])
-			c->ctl[peer] = k;
+		if (h->flags == AG_CONN_CTL && !p->ctl[peer])
+			p->ctl[peer] = k;
 		else if (h->flags == AG_CONN_RING &&
-			 (unsigned int)peer == (c->cfg.rank + c->cfg.world - 1) % c->cfg.world)
-			c->ring_in = k;
+			 (unsigned int)peer == (p->rank + p->world - 1) % p->world)
+			p->ring_in = k;
 		else if (h->flags != AG_CONN_CTL)
 			return -EPROTO;
 		return 0;
 	}
 	if (k->peer != peer)
 		return -EPROTO;
-	switch (h->type) {
-	case AG_FETCH:
-		ag_on_fetch(c, peer, seq, n);
-		return 0;
-	case AG_FETCH_OK:
-		if (n > c->cfg.elems || ntohl(h->len) != n * CAIS_ELEM_SIZE)
-			return -EPROTO;
-		ag_on_fetch_ok(c, peer, seq, (uint16_t)n, h->flags, pay);
-		return 0;
-	case AG_FETCH_NO:
-		ag_on_fetch_no(c, peer, seq, (enum ag_have)h->flags);
-		return 0;
-	case AG_RING_REQ:
-		ag_ring_on_req(c, peer, seq, n, off, h->flags);
-		return 0;
-	case AG_FINISHED:
-		ag_ring_on_finished(c, peer, seq);
-		return 0;
-	case AG_RING_DATA:
-		return ag_ring_on_data(c, h, pay);
-	default:
-		return -EPROTO;
-	}
+	return p->h.message(p->h.ctx, peer, h, pay);
 }
 
 /* Read and dispatch whole messages. @return false when the connection is done */
 static bool
-conn_read(struct cais_comm *c, struct ag_conn *k)
+conn_read(struct ag_peers *p, struct ag_conn *k)
 {
 	size_t budget = 8u << 20; /* then let the others have a turn */
 
@@ -381,7 +399,7 @@ conn_read(struct cais_comm *c, struct ag_conn *k)
 				continue;
 			k->in_len = ntohl(k->in.len);
 			k->in_pay_got = 0;
-			if (ntohl(k->in.magic) != AG_MSG_MAGIC || k->in_len > in_cap(c))
+			if (ntohl(k->in.magic) != AG_MSG_MAGIC || k->in_len > p->max_payload)
 				return false;
 		}
 		if (k->in_pay_got < k->in_len) {
@@ -396,7 +414,7 @@ conn_read(struct cais_comm *c, struct ag_conn *k)
 				continue;
 		}
 		k->in_got = 0;
-		if (dispatch(c, k, &k->in, k->in_buf) != 0)
+		if (dispatch(p, k, &k->in, k->in_buf) != 0)
 			return false;
 	}
 	return true;
@@ -405,151 +423,148 @@ conn_read(struct cais_comm *c, struct ag_conn *k)
 /* ---- the loop's part ---- */
 
 static void
-accept_new(struct cais_comm *c)
+accept_new(struct ag_peers *p)
 {
 	for (;;) {
-		int fd = accept4(c->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+		int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
 		struct ag_conn *k, **a;
 
 		if (fd < 0)
 			return;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		a = realloc(c->accepted, (c->n_accepted + 1) * sizeof(*a));
-		k = a ? conn_new(c, fd, -1, AG_CONN_NEW, false) : NULL;
+		a = realloc(p->accepted, (p->n_accepted + 1) * sizeof(*a));
+		k = a ? conn_new(p, fd, -1, AG_CONN_NEW, false) : NULL;
 		if (a)
-			c->accepted = a;
+			p->accepted = a;
 		if (!k) {
 			close(fd);
 			return;
 		}
-		c->accepted[c->n_accepted++] = k;
+		p->accepted[p->n_accepted++] = k;
 	}
 }
 
 /* Drop a failed connection; outbound ones with data to send connect again. */
 static void
-conn_failed(struct cais_comm *c, struct ag_conn *k)
+conn_failed(struct ag_peers *p, struct ag_conn *k)
 {
-	if (k->outbound) {
-		close(k->fd);
-		k->fd = -1;
-		k->connecting = false;
-		k->retry_at = c->now + (uint64_t)AG_CONNECT_RETRY_US * 1000;
-		return;
-	}
 	close(k->fd);
 	k->fd = -1;
+	if (k->outbound) {
+		k->connecting = false;
+		k->retry_at = p->now + (uint64_t)AG_CONNECT_RETRY_US * 1000;
+	}
 }
 
 static void
-service(struct cais_comm *c, struct ag_conn *k)
+service(struct ag_peers *p, struct ag_conn *k)
 {
 	if (!k)
 		return;
 	if (k->fd < 0) {
-		if (k->outbound && !STAILQ_EMPTY(&k->outq) && (int64_t)(c->now - k->retry_at) >= 0)
-			conn_connect(c, k);
+		if (k->outbound && !STAILQ_EMPTY(&k->outq) && (int64_t)(p->now - k->retry_at) >= 0)
+			conn_connect(p, k);
 		return;
 	}
 	if (k->connecting) {
 		int err = 0;
 		socklen_t l = sizeof(err);
-		struct pollfd p = {.fd = k->fd, .events = POLLOUT};
+		struct pollfd pf = {.fd = k->fd, .events = POLLOUT};
 
-		if (poll(&p, 1, 0) <= 0)
+		if (poll(&pf, 1, 0) <= 0)
 			return;
 		getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &l);
 		if (err) {
-			conn_failed(c, k);
+			conn_failed(p, k);
 			return;
 		}
 		k->connecting = false;
 	}
-	if (!conn_read(c, k) || !conn_write(c, k))
-		conn_failed(c, k);
+	if (!conn_read(p, k) || !conn_write(p, k))
+		conn_failed(p, k);
 }
 
 /* Forget accepted connections the peer closed, and every reference to them. */
 static void
-reap_accepted(struct cais_comm *c)
+reap_accepted(struct ag_peers *p)
 {
-	for (unsigned int i = 0; i < c->n_accepted; i++) {
-		struct ag_conn *k = c->accepted[i];
+	for (unsigned int i = 0; i < p->n_accepted; i++) {
+		struct ag_conn *k = p->accepted[i];
 
 		if (k->fd >= 0)
 			continue;
-		if (k == c->ring_in)
-			c->ring_in = NULL;
-		if (k->peer >= 0 && c->ctl[k->peer] == k)
-			c->ctl[k->peer] = NULL;
-		c->accepted[i] = c->accepted[--c->n_accepted];
+		if (k == p->ring_in)
+			p->ring_in = NULL;
+		if (k->peer >= 0 && p->ctl[k->peer] == k)
+			p->ctl[k->peer] = NULL;
+		p->accepted[i] = p->accepted[--p->n_accepted];
 		conn_free(k);
 		i--;
 	}
 }
 
 void
-ag_peer_progress(struct cais_comm *c)
+ag_peers_progress(struct ag_peers *p, uint64_t now)
 {
 	unsigned int i;
 
-	c->now = ag_now_ns();
-	accept_new(c);
+	p->now = now;
+	accept_new(p);
 	/* outbound connections (control and ring) */
-	for (i = 0; i < c->cfg.world; i++)
-		if (c->ctl[i] && c->ctl[i]->outbound)
-			service(c, c->ctl[i]);
-	service(c, c->ring_out);
+	for (i = 0; i < p->world; i++)
+		if (p->ctl[i] && p->ctl[i]->outbound)
+			service(p, p->ctl[i]);
+	service(p, p->ring_out);
 	/* accepted ones, adopted as control or ring_in by their HELLO or not */
-	for (i = 0; i < c->n_accepted; i++)
-		service(c, c->accepted[i]);
-	reap_accepted(c);
+	for (i = 0; i < p->n_accepted; i++)
+		service(p, p->accepted[i]);
+	reap_accepted(p);
 }
 
 static unsigned int
-add_fd(struct pollfd *p, unsigned int n, unsigned int max, const struct ag_conn *k)
+add_fd(struct pollfd *pfd, unsigned int n, unsigned int max, const struct ag_conn *k)
 {
 	if (!k || k->fd < 0 || n >= max)
 		return n;
-	p[n].fd = k->fd;
-	p[n].events = POLLIN;
+	pfd[n].fd = k->fd;
+	pfd[n].events = POLLIN;
 	if (k->connecting || !STAILQ_EMPTY(&k->outq))
-		p[n].events |= POLLOUT;
+		pfd[n].events |= POLLOUT;
 	return n + 1;
 }
 
 unsigned int
-ag_peer_pollfds(struct cais_comm *c, struct pollfd *p, unsigned int max)
+ag_peers_pollfds(const struct ag_peers *p, struct pollfd *pfd, unsigned int max)
 {
 	unsigned int n = 0, i;
 
 	if (max) {
-		p[n].fd = c->listen_fd;
-		p[n++].events = POLLIN;
+		pfd[n].fd = p->listen_fd;
+		pfd[n++].events = POLLIN;
 	}
-	for (i = 0; i < c->cfg.world; i++)
-		if (c->ctl[i] && c->ctl[i]->outbound)
-			n = add_fd(p, n, max, c->ctl[i]);
-	n = add_fd(p, n, max, c->ring_out);
-	for (i = 0; i < c->n_accepted; i++)
-		n = add_fd(p, n, max, c->accepted[i]);
+	for (i = 0; i < p->world; i++)
+		if (p->ctl[i] && p->ctl[i]->outbound)
+			n = add_fd(pfd, n, max, p->ctl[i]);
+	n = add_fd(pfd, n, max, p->ring_out);
+	for (i = 0; i < p->n_accepted; i++)
+		n = add_fd(pfd, n, max, p->accepted[i]);
 	return n;
 }
 
-uint64_t
-ag_peer_next_timer(const struct cais_comm *c)
+static uint64_t
+retry_time(const struct ag_conn *k, uint64_t t)
 {
-	uint64_t t = UINT64_MAX;
-	const struct ag_conn *ks[2] = {c->ring_out, NULL};
+	if (k && k->outbound && k->fd < 0 && !STAILQ_EMPTY(&k->outq) && k->retry_at < t)
+		return k->retry_at;
+	return t;
+}
 
-	for (unsigned int i = 0; i < c->cfg.world; i++) {
-		const struct ag_conn *k = c->ctl[i];
+uint64_t
+ag_peers_next_timer(const struct ag_peers *p)
+{
+	uint64_t t = retry_time(p->ring_out, UINT64_MAX);
 
-		if (k && k->fd < 0 && k->outbound && !STAILQ_EMPTY(&k->outq) && k->retry_at < t)
-			t = k->retry_at;
-	}
-	for (unsigned int i = 0; ks[i]; i++)
-		if (ks[i]->fd < 0 && !STAILQ_EMPTY(&ks[i]->outq) && ks[i]->retry_at < t)
-			t = ks[i]->retry_at;
+	for (unsigned int i = 0; i < p->world; i++)
+		t = retry_time(p->ctl[i], t);
 	return t;
 }

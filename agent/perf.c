@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -68,6 +69,7 @@ struct opts {
 	double scale;
 	enum cais_datatype dt;
 	enum cais_redop op;
+	enum cais_wire_dtype wire;
 	size_t sizes[MAX_SIZES];
 	unsigned int n_sizes;
 	uint64_t min_bytes, max_bytes; /* 0: not given */
@@ -76,6 +78,7 @@ struct opts {
 	bool check;
 	size_t threshold;
 	uint32_t retx_us, retries, timeout_ms, check_every, first_seq;
+	unsigned int threads;
 	unsigned int delay_ms;
 	bool interleave;
 	bool sync;
@@ -84,6 +87,7 @@ struct opts {
 	const char *manager_key, *job, *tenant_name;
 	struct sockaddr_in data;
 	bool have_data;
+	bool have_bytes;
 };
 
 /* Managed runs: one training "step" per collective, as cais_step_begin() wants. */
@@ -92,129 +96,163 @@ static uint64_t step_no;
 /* ---- usage ---- */
 
 static void
+usage_communicator(FILE *f, const struct cais_config *d)
+{
+	fprintf(f,
+		"Communicator (static mode; every value must match the switch's session):\n"
+		"  --rank R              this process's rank, 0..N-1\n"
+		"  --world N             the world size, 1..%u\n"
+		"  --switch IP[:PORT]    the aggregator address (port default %u)\n"
+		"  --peers LIST          every rank's data address in rank order, comma-separated\n"
+		"                        IP[:PORT] (port default %u); the port of this rank's entry\n"
+		"                        is its UDP port registered with the switch, and the ring\n"
+		"                        fallback listens on the same TCP port\n"
+		"  --tenant T            tenant id (default 1)\n"
+		"  --session S           session id (default 1)\n"
+		"  --tensor X            tensor id (default 1); the switch's entry gives the op\n"
+		"                        (avg needs a tensor the switch sums)\n"
+		"  --slots S             the session's pool size, power of two (default %u)\n"
+		"  --elems E             elements per packet, 1..%u (default %u)\n"
+		"  --scale F             fixed-point scale (default %g)\n"
+		"  --manager IP:PORT     join through cais-manager instead: tenant, session,\n"
+		"                        aggregator, peers, slots, elems and first seq come from it;\n"
+		"                        every collective is a step (cais_step_begin: the manager's\n"
+		"                        offload list and scale); --switch, --peers, --tenant,\n"
+		"                        --session, --first-seq are then not used\n"
+		"  --manager-key FILE    the manager's HMAC key\n"
+		"  --job NAME            the job's name at the manager (default cais-perf)\n"
+		"  --tenant-name NAME    the tenant's name at the manager (default default)\n"
+		"  --data IP:PORT        this rank's data address with --manager (default: its\n"
+		"                        --peers entry)\n\n",
+		CAIS_MAX_WORLD, CAIS_UDP_PORT, CAIS_UDP_PORT, d->slots, CAIS_MAX_ELEMS, d->elems,
+		d->scale);
+}
+
+static void
+usage_collectives(FILE *f, const struct cais_config *d)
+{
+	fprintf(f,
+		"Collectives:\n"
+		"  --dtype T             f32 | bf16 | f16 | i32 (default f32)\n"
+		"  --op OP               sum | avg | max | min (default sum)\n"
+		"  --wire W              fixed32 | block16: how float elements cross the wire\n"
+		"                        (docs/PROTOCOL.md E4; int32 is always fixed32; with\n"
+		"                        --manager the manager decides; default fixed32)\n"
+		"  --bytes B[,B...]      one size (or a list of sizes), in bytes (default 1M)\n"
+		"  --min-bytes B --max-bytes B\n"
+		"                        every doubling from B_min up to B_max\n"
+		"                        (sizes take suffixes K, M, G: powers of 1024; each must be\n"
+		"                        a multiple of the element size; the smallest is 1 element)\n"
+		"  --iters K             timed iterations per size (default 20)\n"
+		"  --warmup W            untimed iterations per size, before the timed ones "
+		"(default 5)\n"
+		"  --path P              auto: the library decides (threshold, fallbacks);\n"
+		"                        switch: in-network only, a collective the switch cannot\n"
+		"                        serve fails; ring: the fallback ring only (default auto)\n"
+		"  --threshold B         offload threshold of --path auto in bytes (K, M, G):\n"
+		"                        smaller collectives take the ring (default %zu, the\n"
+		"                        library's)\n"
+		"  --check               inputs are a function of (rank, element, iteration, size),\n"
+		"                        so every rank computes the expected result; every element\n"
+		"                        of every iteration (warm-up included) is checked against\n"
+		"                        PROTOCOL.md section 6's bound for the path it took\n"
+		"  --delay-ms D          sleep D ms before each collective (plays a slow rank)\n"
+		"  --interleave          steps: iteration after iteration, each one all-reduce of\n"
+		"                        every size in turn (like the layers of a training step),\n"
+		"                        instead of size after size; a '# step' line after each\n"
+		"                        step, the table at the end\n"
+		"  --sync                before each collective, an untimed 1-element all-reduce on\n"
+		"                        the ring, which ends only when every rank has issued it:\n"
+		"                        the ranks start each timed collective together, so its\n"
+		"                        time does not include the others' input filling and\n"
+		"                        checking (it takes one seq per collective)\n\n",
+		d->threshold);
+}
+
+static void
+usage_library(FILE *f, const struct cais_config *d)
+{
+	fprintf(f,
+		"Library settings (struct cais_config):\n"
+		"  --retx-us US          retransmission timer (default %u)\n"
+		"  --retries N           retransmissions before the switch counts as silent "
+		"(default %u)\n"
+		"  --timeout-ms MS       bound on one collective (default %u)\n"
+		"  --threads K           flows: worker threads, each with its own UDP socket on\n"
+		"                        this rank's port + i, carrying the seqs i modulo K; a\n"
+		"                        power of two up to 16; 0: one per CPU (default %u); the\n"
+		"                        switch's member entry must cover the K ports\n"
+		"  --check-every K       the library samples the error of every K-th in-network\n"
+		"                        collective against a ring (and may turn the tensor off "
+		"above\n"
+		"                        1e-3); 0: never (default %u)\n"
+		"  --first-seq Q         seq of the first chunk (default 0). The switch keeps its\n"
+		"                        slots' seqs: consecutive runs on one session of a running\n"
+		"                        switch must continue the seqs, or their chunks are stale\n"
+		"                        there and every collective falls back. Pass the previous\n"
+		"                        run's next_seq (its summary line) to the next run.\n\n",
+		d->retx_timeout_us, d->retries, d->timeout_ms, d->threads, d->check_every);
+}
+
+static void
+usage_output(FILE *f)
+{
+	fputs("Output:\n"
+	      "  --quiet               print only the summary line (and errors)\n"
+	      "  --help                this text\n"
+	      "\n"
+	      "Output: a header with the parameters, then one line per size: bytes, count,\n"
+	      "dtype, op; path: switch, ring(REASON) or mixed(K/N,REASON) -- K of the N\n"
+	      "collectives of that size (warm-up included) in-network, REASON the most\n"
+	      "frequent fallback reason (THRESHOLD, TENSOR_OFF, ERROR_ALARM, FORCED, REJECT,\n"
+	      "FWD_ONLY, OVERFLOW, SILENT); time(us): the median over the timed iterations of\n"
+	      "this rank's cais_iallreduce + cais_wait_status, issue to completion; there is\n"
+	      "no barrier, so it includes waiting for the slowest rank to issue (with --check,\n"
+	      "the other ranks' checking and input filling), unless --sync, and never this\n"
+	      "rank's own --delay-ms sleep; algbw = bytes / time and busbw = algbw x 2(N-1)/N,\n"
+	      "in GB/s as nccl-tests define them; retx: DATA retransmissions; #wrong: elements\n"
+	      "outside the bound (--check); max_rel_err: max |got - expected| / |expected|\n"
+	      "(float types, --check). Then a summary line, '# summary rank=R ... next_seq=Q\n"
+	      "result=PASS|FAIL', and the library's metrics (which also count the --sync and\n"
+	      "closing collectives).\n"
+	      "\n"
+	      "After the last size every rank takes part in one more collective (1 int32, sum, on\n"
+	      "the ring: it ends only when every rank has finished every size, so no rank leaves\n"
+	      "while a peer may still need its results); it takes one seq, counted in next_seq.\n"
+	      "\n"
+	      "Bounds (--check): i32 exact; sum and avg in-network |got - expected| <= N/scale +\n"
+	      "|expected| x eps (eps 2^-24 f32, 2^-11 f16, 2^-8 bf16), max and min in-network\n"
+	      "1/scale + |expected| x eps; block16 in-network 4 x 2^-14 (sum: x N) + |expected|\n"
+	      "x eps; on the ring (fp32 sums of N terms) (N+1) x 2^-24 x\n"
+	      "sum|inputs| (avg: / N) + |expected| x eps. Inputs: floats of magnitude in\n"
+	      "[0.25, 2) as the dtype represents them, the sign a function of (element,\n"
+	      "iteration) only, so no expected value is near 0; i32 of magnitude 1..2^31/N.\n"
+	      "\n"
+	      "Exit status: 0 every collective completed and every checked element was within\n"
+	      "its bound; 1 a collective failed (the run stops there; the library's error is\n"
+	      "printed) or an element was wrong; 2 bad options; 3 set-up failed (the\n"
+	      "communicator, memory).\n",
+	      f);
+}
+
+static void
 usage(FILE *f)
 {
 	struct cais_config d;
 
 	cais_config_init(&d);
-	fprintf(
-	    f,
-	    "Usage: " PROG
-	    " --rank R --world N --switch IP[:PORT] --peers IP[:PORT],... [options]\n"
-	    "\n"
-	    "All-reduce benchmark and checker of libcais, in the spirit of nccl-tests'\n"
-	    "all_reduce_perf: run one process per rank, each on its own host, all with the\n"
-	    "same options except --rank. Every rank prints its own table (--quiet: only the\n"
-	    "summary line); errors go to stderr, prefixed with the rank.\n"
-	    "\n"
-	    "Communicator (static mode; every value must match the switch's session):\n"
-	    "  --rank R              this process's rank, 0..N-1\n"
-	    "  --world N             the world size, 1..%u\n"
-	    "  --switch IP[:PORT]    the aggregator address (port default %u)\n"
-	    "  --peers LIST          every rank's data address in rank order, comma-separated\n"
-	    "                        IP[:PORT] (port default %u); the port of this rank's entry\n"
-	    "                        is its UDP port registered with the switch, and the ring\n"
-	    "                        fallback listens on the same TCP port\n"
-	    "  --tenant T            tenant id (default 1)\n"
-	    "  --session S           session id (default 1)\n"
-	    "  --tensor X            tensor id (default 1); the switch's entry gives the op\n"
-	    "                        (avg needs a tensor the switch sums)\n"
-	    "  --slots S             the session's pool size, power of two (default %u)\n"
-	    "  --elems E             elements per packet, 1..%u (default %u)\n"
-	    "  --scale F             fixed-point scale (default %g)\n"
-	    "  --manager IP:PORT     join through cais-manager instead: tenant, session,\n"
-	    "                        aggregator, peers, slots, elems and first seq come from it;\n"
-	    "                        every collective is a step (cais_step_begin: the manager's\n"
-	    "                        offload list and scale); --switch, --peers, --tenant,\n"
-	    "                        --session, --first-seq are then not used\n"
-	    "  --manager-key FILE    the manager's HMAC key\n"
-	    "  --job NAME            the job's name at the manager (default cais-perf)\n"
-	    "  --tenant-name NAME    the tenant's name at the manager (default default)\n"
-	    "  --data IP:PORT        this rank's data address with --manager (default: its\n"
-	    "                        --peers entry)\n"
-	    "\n"
-	    "Collectives:\n"
-	    "  --dtype T             f32 | bf16 | f16 | i32 (default f32)\n"
-	    "  --op OP               sum | avg | max | min (default sum)\n"
-	    "  --bytes B[,B...]      one size (or a list of sizes), in bytes (default 1M)\n"
-	    "  --min-bytes B --max-bytes B\n"
-	    "                        every doubling from B_min up to B_max\n"
-	    "                        (sizes take suffixes K, M, G: powers of 1024; each must be\n"
-	    "                        a multiple of the element size; the smallest is 1 element)\n"
-	    "  --iters K             timed iterations per size (default 20)\n"
-	    "  --warmup W            untimed iterations per size, before the timed ones (default "
-	    "5)\n"
-	    "  --path P              auto: the library decides (threshold, fallbacks);\n"
-	    "                        switch: in-network only, a collective the switch cannot\n"
-	    "                        serve fails; ring: the fallback ring only (default auto)\n"
-	    "  --threshold B         offload threshold of --path auto in bytes (K, M, G):\n"
-	    "                        smaller collectives take the ring (default %zu, the\n"
-	    "                        library's)\n"
-	    "  --check               inputs are a function of (rank, element, iteration, size),\n"
-	    "                        so every rank computes the expected result; every element\n"
-	    "                        of every iteration (warm-up included) is checked against\n"
-	    "                        PROTOCOL.md section 6's bound for the path it took\n"
-	    "  --delay-ms D          sleep D ms before each collective (plays a slow rank)\n"
-	    "  --interleave          steps: iteration after iteration, each one all-reduce of\n"
-	    "                        every size in turn (like the layers of a training step),\n"
-	    "                        instead of size after size; a '# step' line after each\n"
-	    "                        step, the table at the end\n"
-	    "  --sync                before each collective, an untimed 1-element all-reduce on\n"
-	    "                        the ring, which ends only when every rank has issued it:\n"
-	    "                        the ranks start each timed collective together, so its\n"
-	    "                        time does not include the others' input filling and\n"
-	    "                        checking (it takes one seq per collective)\n"
-	    "\n"
-	    "Library settings (struct cais_config):\n"
-	    "  --retx-us US          retransmission timer (default %u)\n"
-	    "  --retries N           retransmissions before the switch counts as silent (default "
-	    "%u)\n"
-	    "  --timeout-ms MS       bound on one collective (default %u)\n"
-	    "  --check-every K       the library samples the error of every K-th in-network\n"
-	    "                        collective against a ring (and may turn the tensor off above\n"
-	    "                        1e-3); 0: never (default %u)\n"
-	    "  --first-seq Q         seq of the first chunk (default 0). The switch keeps its\n"
-	    "                        slots' seqs: consecutive runs on one session of a running\n"
-	    "                        switch must continue the seqs, or their chunks are stale\n"
-	    "                        there and every collective falls back. Pass the previous\n"
-	    "                        run's next_seq (its summary line) to the next run.\n"
-	    "\n"
-	    "Output:\n"
-	    "  --quiet               print only the summary line (and errors)\n"
-	    "  --help                this text\n"
-	    "\n"
-	    "Output: a header with the parameters, then one line per size: bytes, count,\n"
-	    "dtype, op; path: switch, ring(REASON) or mixed(K/N,REASON) -- K of the N\n"
-	    "collectives of that size (warm-up included) in-network, REASON the most\n"
-	    "frequent fallback reason (THRESHOLD, TENSOR_OFF, ERROR_ALARM, FORCED, REJECT,\n"
-	    "FWD_ONLY, OVERFLOW, SILENT); time(us): the median over the timed iterations of\n"
-	    "this rank's cais_iallreduce + cais_wait_status, issue to completion; there is\n"
-	    "no barrier, so it includes waiting for the slowest rank to issue (with --check,\n"
-	    "the other ranks' checking and input filling), unless --sync, and never this\n"
-	    "rank's own --delay-ms sleep; algbw = bytes / time and busbw = algbw x 2(N-1)/N,\n"
-	    "in GB/s as nccl-tests define them; retx: DATA retransmissions; #wrong: elements\n"
-	    "outside the bound (--check); max_rel_err: max |got - expected| / |expected|\n"
-	    "(float types, --check). Then a summary line, '# summary rank=R ... next_seq=Q\n"
-	    "result=PASS|FAIL', and the library's metrics (which also count the --sync and\n"
-	    "closing collectives).\n"
-	    "\n"
-	    "After the last size every rank takes part in one more collective (1 int32, sum, on\n"
-	    "the ring: it ends only when every rank has finished every size, so no rank leaves\n"
-	    "while a peer may still need its results); it takes one seq, counted in next_seq.\n"
-	    "\n"
-	    "Bounds (--check): i32 exact; sum and avg in-network |got - expected| <= N/scale +\n"
-	    "|expected| x eps (eps 2^-24 f32, 2^-11 f16, 2^-8 bf16), max and min in-network\n"
-	    "1/scale + |expected| x eps; on the ring (fp32 sums of N terms) (N+1) x 2^-24 x\n"
-	    "sum|inputs| (avg: / N) + |expected| x eps. Inputs: floats of magnitude in\n"
-	    "[0.25, 2) as the dtype represents them, the sign a function of (element,\n"
-	    "iteration) only, so no expected value is near 0; i32 of magnitude 1..2^31/N.\n"
-	    "\n"
-	    "Exit status: 0 every collective completed and every checked element was within\n"
-	    "its bound; 1 a collective failed (the run stops there; the library's error is\n"
-	    "printed) or an element was wrong; 2 bad options; 3 set-up failed (the\n"
-	    "communicator, memory).\n",
-	    CAIS_MAX_WORLD, CAIS_UDP_PORT, CAIS_UDP_PORT, d.slots, CAIS_MAX_ELEMS, d.elems, d.scale,
-	    d.threshold, d.retx_timeout_us, d.retries, d.timeout_ms, d.check_every);
+	fputs("Usage: " PROG " --rank R --world N --switch IP[:PORT] --peers IP[:PORT],... "
+	      "[options]\n"
+	      "\n"
+	      "All-reduce benchmark and checker of libcais, in the spirit of nccl-tests'\n"
+	      "all_reduce_perf: run one process per rank, each on its own host, all with the\n"
+	      "same options except --rank. Every rank prints its own table (--quiet: only the\n"
+	      "summary line); errors go to stderr, prefixed with the rank.\n\n",
+	      f);
+	usage_communicator(f, &d);
+	usage_collectives(f, &d);
+	usage_library(f, &d);
+	usage_output(f);
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
@@ -371,88 +409,160 @@ PARSE_NAMED(parse_op, enum cais_redop, CAIS_OP_SUM, CAIS_OP_MIN, cais_redop_name
 PARSE_NAMED(parse_path, enum cais_path, CAIS_PATH_AUTO, CAIS_PATH_RING, cais_path_name, "--path",
 	    "auto, switch, ring")
 
-enum {
-	OPT_RANK = 256,
-	OPT_WORLD,
-	OPT_SWITCH,
-	OPT_PEERS,
-	OPT_TENANT,
-	OPT_SESSION,
-	OPT_TENSOR,
-	OPT_SLOTS,
-	OPT_ELEMS,
-	OPT_SCALE,
-	OPT_MANAGER,
-	OPT_DTYPE,
-	OPT_OP,
-	OPT_BYTES,
-	OPT_MIN_BYTES,
-	OPT_MAX_BYTES,
-	OPT_ITERS,
-	OPT_WARMUP,
-	OPT_PATH,
-	OPT_CHECK,
-	OPT_THRESHOLD,
-	OPT_RETX_US,
-	OPT_RETRIES,
-	OPT_TIMEOUT_MS,
-	OPT_CHECK_EVERY,
-	OPT_FIRST_SEQ,
-	OPT_DELAY_MS,
-	OPT_INTERLEAVE,
-	OPT_SYNC,
-	OPT_QUIET,
-	OPT_MANAGER_KEY,
-	OPT_JOB,
-	OPT_TENANT_NAME,
-	OPT_DATA,
+/*
+ * The options: one row each, parsed by the checked helper of its kind into
+ * its field of struct opts (and its have_ flag, where it has one).
+ */
+enum opt_kind {
+	K_RANK,	       /* unsigned int 0..254 */
+	K_WORLD,       /* unsigned int 1..255 */
+	K_U16,	       /* uint16_t in min..max */
+	K_U32,	       /* uint32_t in min..max */
+	K_UINT,	       /* unsigned int in min..max */
+	K_SLOTS,       /* uint32_t, a power of two */
+	K_SCALE,       /* double > 0 */
+	K_ADDR,	       /* struct sockaddr_in, port default 51733 */
+	K_PEERS,       /* the --peers list */
+	K_STRING,      /* const char * */
+	K_DTYPE,       /* enum cais_datatype */
+	K_OP,	       /* enum cais_redop */
+	K_PATH,	       /* enum cais_path */
+	K_WIRE,	       /* enum cais_wire_dtype */
+	K_BYTES_LIST,  /* the --bytes list */
+	K_BYTES,       /* uint64_t byte count >= 1 */
+	K_SIZE,	       /* size_t byte count >= 0 */
+	K_FLAG,	       /* bool */
 };
 
-static const struct option long_opts[] = {
-    {"rank", required_argument, NULL, OPT_RANK},
-    {"world", required_argument, NULL, OPT_WORLD},
-    {"switch", required_argument, NULL, OPT_SWITCH},
-    {"peers", required_argument, NULL, OPT_PEERS},
-    {"tenant", required_argument, NULL, OPT_TENANT},
-    {"session", required_argument, NULL, OPT_SESSION},
-    {"tensor", required_argument, NULL, OPT_TENSOR},
-    {"slots", required_argument, NULL, OPT_SLOTS},
-    {"elems", required_argument, NULL, OPT_ELEMS},
-    {"scale", required_argument, NULL, OPT_SCALE},
-    {"manager", required_argument, NULL, OPT_MANAGER},
-    {"manager-key", required_argument, NULL, OPT_MANAGER_KEY},
-    {"job", required_argument, NULL, OPT_JOB},
-    {"tenant-name", required_argument, NULL, OPT_TENANT_NAME},
-    {"data", required_argument, NULL, OPT_DATA},
-    {"dtype", required_argument, NULL, OPT_DTYPE},
-    {"op", required_argument, NULL, OPT_OP},
-    {"bytes", required_argument, NULL, OPT_BYTES},
-    {"min-bytes", required_argument, NULL, OPT_MIN_BYTES},
-    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
-    {"iters", required_argument, NULL, OPT_ITERS},
-    {"warmup", required_argument, NULL, OPT_WARMUP},
-    {"path", required_argument, NULL, OPT_PATH},
-    {"check", no_argument, NULL, OPT_CHECK},
-    {"threshold", required_argument, NULL, OPT_THRESHOLD},
-    {"retx-us", required_argument, NULL, OPT_RETX_US},
-    {"retries", required_argument, NULL, OPT_RETRIES},
-    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
-    {"check-every", required_argument, NULL, OPT_CHECK_EVERY},
-    {"first-seq", required_argument, NULL, OPT_FIRST_SEQ},
-    {"delay-ms", required_argument, NULL, OPT_DELAY_MS},
-    {"interleave", no_argument, NULL, OPT_INTERLEAVE},
-    {"sync", no_argument, NULL, OPT_SYNC},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
+#define NO_HAVE SIZE_MAX
+#define OPT(name, kind, field, min, max)                                                           \
+	{name, kind, offsetof(struct opts, field), NO_HAVE, min, max}
+#define OPT_HAVE(name, kind, field, have)                                                          \
+	{name, kind, offsetof(struct opts, field), offsetof(struct opts, have), 0, 0}
 
+static const struct opt_def {
+	const char *name;
+	enum opt_kind kind;
+	size_t off;  /* the field */
+	size_t have; /* its bool have_ flag, or NO_HAVE */
+	uint64_t min, max;
+} opt_defs[] = {
+    OPT_HAVE("rank", K_RANK, rank, have_rank),
+    OPT_HAVE("world", K_WORLD, world, have_world),
+    OPT_HAVE("switch", K_ADDR, sw, have_switch),
+    OPT("peers", K_PEERS, peers, 0, 0),
+    OPT("tenant", K_U16, tenant, 0, UINT16_MAX),
+    OPT("session", K_U16, session, 0, UINT16_MAX),
+    OPT("tensor", K_U32, tensor, 0, UINT32_MAX),
+    OPT("slots", K_SLOTS, slots, 1, CAIS_MAX_SLOTS),
+    OPT("elems", K_U16, elems, 1, CAIS_MAX_ELEMS),
+    OPT("scale", K_SCALE, scale, 0, 0),
+    OPT("manager", K_STRING, manager, 0, 0),
+    OPT("manager-key", K_STRING, manager_key, 0, 0),
+    OPT("job", K_STRING, job, 0, 0),
+    OPT("tenant-name", K_STRING, tenant_name, 0, 0),
+    OPT_HAVE("data", K_ADDR, data, have_data),
+    OPT("dtype", K_DTYPE, dt, 0, 0),
+    OPT("op", K_OP, op, 0, 0),
+    OPT("wire", K_WIRE, wire, 0, 0),
+    OPT_HAVE("bytes", K_BYTES_LIST, sizes, have_bytes),
+    OPT("min-bytes", K_BYTES, min_bytes, 0, 0),
+    OPT("max-bytes", K_BYTES, max_bytes, 0, 0),
+    OPT("iters", K_UINT, iters, 1, 1000000),
+    OPT("warmup", K_UINT, warmup, 0, 1000000),
+    OPT("path", K_PATH, path, 0, 0),
+    OPT("check", K_FLAG, check, 0, 0),
+    OPT("threshold", K_SIZE, threshold, 0, 0),
+    OPT("retx-us", K_U32, retx_us, 1, 10000000),
+    OPT("retries", K_U32, retries, 0, 255),
+    OPT("timeout-ms", K_U32, timeout_ms, 1, 86400000),
+    OPT("check-every", K_U32, check_every, 0, UINT32_MAX),
+    OPT("first-seq", K_U32, first_seq, 0, UINT32_MAX),
+    OPT("threads", K_UINT, threads, 0, 16),
+    OPT("delay-ms", K_UINT, delay_ms, 0, 600000),
+    OPT("interleave", K_FLAG, interleave, 0, 0),
+    OPT("sync", K_FLAG, sync, 0, 0),
+    OPT("quiet", K_FLAG, quiet, 0, 0),
+};
+#define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+/* Parse the value of option d (given as --name) into its field. */
 static void
-parse_args(int argc, char **argv, struct opts *o)
+apply_opt(struct opts *o, const struct opt_def *d, const char *v)
+{
+	void *f = (char *)o + d->off;
+	char name[32];
+
+	snprintf(name, sizeof(name), "--%s", d->name);
+	if (d->have != NO_HAVE)
+		*(bool *)((char *)o + d->have) = true;
+	switch (d->kind) {
+	case K_RANK:
+		*(unsigned int *)f = (unsigned int)parse_uint(name, v, 0, CAIS_MAX_WORLD - 1);
+		break;
+	case K_WORLD:
+		*(unsigned int *)f = (unsigned int)parse_uint(name, v, 1, CAIS_MAX_WORLD);
+		break;
+	case K_U16:
+		*(uint16_t *)f = (uint16_t)parse_uint(name, v, d->min, d->max);
+		break;
+	case K_U32:
+		*(uint32_t *)f = (uint32_t)parse_uint(name, v, d->min, d->max);
+		break;
+	case K_UINT:
+		*(unsigned int *)f = (unsigned int)parse_uint(name, v, d->min, d->max);
+		break;
+	case K_SLOTS:
+		*(uint32_t *)f = (uint32_t)parse_uint(name, v, d->min, d->max);
+		if (!cais_pool_size_ok(*(uint32_t *)f))
+			usage_error("%s %s: a power of two in 1..%u", name, v, CAIS_MAX_SLOTS);
+		break;
+	case K_SCALE:
+		*(double *)f = parse_scale(name, v);
+		break;
+	case K_ADDR:
+		parse_addr(name, v, CAIS_UDP_PORT, f);
+		break;
+	case K_PEERS:
+		parse_peers(o, v);
+		break;
+	case K_STRING:
+		*(const char **)f = v;
+		break;
+	case K_DTYPE:
+		*(enum cais_datatype *)f = parse_dtype(v);
+		break;
+	case K_OP:
+		*(enum cais_redop *)f = parse_op(v);
+		break;
+	case K_PATH:
+		*(enum cais_path *)f = parse_path(v);
+		break;
+	case K_WIRE:
+		if (cais_dtype_parse(v) < 0)
+			usage_error("%s '%s': one of fixed32, block16", name, v);
+		*(enum cais_wire_dtype *)f = (enum cais_wire_dtype)cais_dtype_parse(v);
+		break;
+	case K_BYTES_LIST:
+		parse_bytes_list(o, v);
+		break;
+	case K_BYTES:
+		*(uint64_t *)f = parse_bytes(name, v);
+		break;
+	case K_SIZE:
+		*(size_t *)f = (size_t)parse_size(name, v, true);
+		break;
+	case K_FLAG:
+		*(bool *)f = true;
+		break;
+	}
+}
+
+/* The defaults: the library's (cais_config_init()) where it has them. */
+static void
+opts_defaults(struct opts *o)
 {
 	struct cais_config d;
-	bool have_bytes = false;
-	int c;
 
 	cais_config_init(&d);
 	memset(o, 0, sizeof(*o));
@@ -472,131 +582,14 @@ parse_args(int argc, char **argv, struct opts *o)
 	o->retries = d.retries;
 	o->timeout_ms = d.timeout_ms;
 	o->check_every = d.check_every;
+	o->threads = d.threads;
+}
 
-	/* "h": --help's short form; everything else is long-only */
-	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_RANK:
-			o->rank = (unsigned int)parse_uint("--rank", optarg, 0, CAIS_MAX_WORLD - 1);
-			o->have_rank = true;
-			break;
-		case OPT_WORLD:
-			o->world = (unsigned int)parse_uint("--world", optarg, 1, CAIS_MAX_WORLD);
-			o->have_world = true;
-			break;
-		case OPT_SWITCH:
-			parse_addr("--switch", optarg, CAIS_UDP_PORT, &o->sw);
-			o->have_switch = true;
-			break;
-		case OPT_PEERS:
-			parse_peers(o, optarg);
-			break;
-		case OPT_TENANT:
-			o->tenant = (uint16_t)parse_uint("--tenant", optarg, 0, UINT16_MAX);
-			break;
-		case OPT_SESSION:
-			o->session = (uint16_t)parse_uint("--session", optarg, 0, UINT16_MAX);
-			break;
-		case OPT_TENSOR:
-			o->tensor = (uint32_t)parse_uint("--tensor", optarg, 0, UINT32_MAX);
-			break;
-		case OPT_SLOTS:
-			o->slots = (uint32_t)parse_uint("--slots", optarg, 1, CAIS_MAX_SLOTS);
-			if (!cais_pool_size_ok(o->slots))
-				usage_error("--slots %u: a power of two in 1..%u", o->slots,
-					    CAIS_MAX_SLOTS);
-			break;
-		case OPT_ELEMS:
-			o->elems = (uint16_t)parse_uint("--elems", optarg, 1, CAIS_MAX_ELEMS);
-			break;
-		case OPT_SCALE:
-			o->scale = parse_scale("--scale", optarg);
-			break;
-		case OPT_MANAGER:
-			o->manager = optarg;
-			break;
-		case OPT_MANAGER_KEY:
-			o->manager_key = optarg;
-			break;
-		case OPT_JOB:
-			o->job = optarg;
-			break;
-		case OPT_TENANT_NAME:
-			o->tenant_name = optarg;
-			break;
-		case OPT_DATA:
-			parse_addr("--data", optarg, CAIS_UDP_PORT, &o->data);
-			o->have_data = true;
-			break;
-		case OPT_DTYPE:
-			o->dt = parse_dtype(optarg);
-			break;
-		case OPT_OP:
-			o->op = parse_op(optarg);
-			break;
-		case OPT_BYTES:
-			parse_bytes_list(o, optarg);
-			have_bytes = true;
-			break;
-		case OPT_MIN_BYTES:
-			o->min_bytes = parse_bytes("--min-bytes", optarg);
-			break;
-		case OPT_MAX_BYTES:
-			o->max_bytes = parse_bytes("--max-bytes", optarg);
-			break;
-		case OPT_ITERS:
-			o->iters = (unsigned int)parse_uint("--iters", optarg, 1, 1000000);
-			break;
-		case OPT_WARMUP:
-			o->warmup = (unsigned int)parse_uint("--warmup", optarg, 0, 1000000);
-			break;
-		case OPT_PATH:
-			o->path = parse_path(optarg);
-			break;
-		case OPT_CHECK:
-			o->check = true;
-			break;
-		case OPT_THRESHOLD:
-			o->threshold = (size_t)parse_size("--threshold", optarg, true);
-			break;
-		case OPT_RETX_US:
-			o->retx_us = (uint32_t)parse_uint("--retx-us", optarg, 1, 10000000);
-			break;
-		case OPT_RETRIES:
-			o->retries = (uint32_t)parse_uint("--retries", optarg, 0, 255);
-			break;
-		case OPT_TIMEOUT_MS:
-			o->timeout_ms = (uint32_t)parse_uint("--timeout-ms", optarg, 1, 86400000);
-			break;
-		case OPT_CHECK_EVERY:
-			o->check_every =
-			    (uint32_t)parse_uint("--check-every", optarg, 0, UINT32_MAX);
-			break;
-		case OPT_FIRST_SEQ:
-			o->first_seq = (uint32_t)parse_uint("--first-seq", optarg, 0, UINT32_MAX);
-			break;
-		case OPT_DELAY_MS:
-			o->delay_ms = (unsigned int)parse_uint("--delay-ms", optarg, 0, 600000);
-			break;
-		case OPT_INTERLEAVE:
-			o->interleave = true;
-			break;
-		case OPT_SYNC:
-			o->sync = true;
-			break;
-		case OPT_QUIET:
-			o->quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_PASS);
-		default:
-			fprintf(stderr, "Try '" PROG " --help'.\n");
-			exit(EXIT_USAGE);
-		}
-	}
-	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
+/* What the options say together: required ones, conflicts, the list of sizes. */
+static void
+check_args(struct opts *o)
+{
+	size_t esz = cais_datatype_size(o->dt);
 
 	if (!o->have_rank || !o->have_world)
 		usage_error("--rank and --world are required");
@@ -617,9 +610,9 @@ parse_args(int argc, char **argv, struct opts *o)
 			usage_error("--peers has %u entries, --world is %u: one per rank",
 				    o->n_peers, o->world);
 	}
-	if (have_bytes && (o->min_bytes || o->max_bytes))
+	if (o->have_bytes && (o->min_bytes || o->max_bytes))
 		usage_error("--bytes and --min-bytes/--max-bytes: one or the other");
-	if (!have_bytes && (!o->min_bytes != !o->max_bytes))
+	if (!o->have_bytes && (!o->min_bytes != !o->max_bytes))
 		usage_error("--min-bytes and --max-bytes go together");
 	if (o->min_bytes) {
 		if (o->max_bytes < o->min_bytes)
@@ -631,17 +624,48 @@ parse_args(int argc, char **argv, struct opts *o)
 					    MAX_SIZES);
 			o->sizes[o->n_sizes++] = (size_t)b;
 		}
-	} else if (!have_bytes) {
+	} else if (!o->have_bytes) {
 		o->sizes[o->n_sizes++] = 1u << 20;
 	}
-	for (unsigned int i = 0; i < o->n_sizes; i++) {
-		size_t esz = cais_datatype_size(o->dt);
-
+	if (o->threads & (o->threads - 1) || o->threads > o->slots)
+		usage_error("--threads %u: 0, or a power of two up to --slots %u", o->threads,
+			    o->slots);
+	for (unsigned int i = 0; i < o->n_sizes; i++)
 		if (o->sizes[i] % esz)
 			usage_error(
 			    "%zu bytes is not a multiple of the %s element size (%zu bytes)",
 			    o->sizes[i], cais_datatype_name(o->dt), esz);
+}
+
+static void
+parse_args(int argc, char **argv, struct opts *o)
+{
+	struct option long_opts[N_OPTS + 2];
+	int c, idx;
+
+	for (size_t i = 0; i < N_OPTS; i++)
+		long_opts[i] = (struct option){opt_defs[i].name,
+					       opt_defs[i].kind == K_FLAG ? no_argument
+									  : required_argument,
+					       NULL, 256 + (int)i};
+	long_opts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
+	long_opts[N_OPTS + 1] = (struct option){NULL, 0, NULL, 0};
+	opts_defaults(o);
+	/* "h": --help's short form; everything else is long-only */
+	while ((c = getopt_long(argc, argv, "h", long_opts, &idx)) != -1) {
+		if (c >= 256 && c < 256 + (int)N_OPTS) {
+			apply_opt(o, &opt_defs[c - 256], optarg);
+		} else if (c == 'h') {
+			usage(stdout);
+			exit(EXIT_PASS);
+		} else {
+			fprintf(stderr, "Try '" PROG " --help'.\n");
+			exit(EXIT_USAGE);
+		}
 	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	check_args(o);
 }
 
 /* ---- element types ---- */
@@ -816,9 +840,10 @@ struct check_result {
 	double max_rel;
 };
 
-/* The expected value of element i and its bound, for a collective on path p. */
+/* The expected value of element i and its bound, for a collective that went as st says. */
 static double
-expected(const struct opts *o, uint64_t key, size_t i, enum cais_path p, double *bound)
+expected(const struct opts *o, uint64_t key, size_t i, const struct cais_status *st,
+	 double *bound)
 {
 	unsigned int n = o->world;
 	double e = 0, mag = 0, eps = dtype_eps(o->dt);
@@ -851,7 +876,13 @@ expected(const struct opts *o, uint64_t key, size_t i, enum cais_path p, double 
 		e /= n;
 		mag /= n;
 	}
-	if (p == CAIS_PATH_SWITCH) {
+	if (st->path == CAIS_PATH_SWITCH && st->wire == CAIS_DT_BLOCK16) {
+		/* inputs below 2: each rounded within 2^-13, the block of sums
+		 * (below 2n) within n x 2^-14 */
+		double q = o->op == CAIS_OP_SUM ? n : 1;
+
+		*bound = q * 4 * 0x1p-14 + fabs(e) * eps;
+	} else if (st->path == CAIS_PATH_SWITCH) {
 		double q = (o->op == CAIS_OP_SUM || o->op == CAIS_OP_AVG) ? n : 1;
 
 		*bound = q / o->scale + fabs(e) * eps;
@@ -864,13 +895,14 @@ expected(const struct opts *o, uint64_t key, size_t i, enum cais_path p, double 
 }
 
 static void
-check(const struct opts *o, const void *recv, size_t count, uint64_t key, enum cais_path p,
-      size_t bytes, unsigned int it, struct check_result *res)
+check(const struct opts *o, const void *recv, size_t count, uint64_t key,
+      const struct cais_status *st, size_t bytes, unsigned int it, struct check_result *res)
 {
+	enum cais_path p = st->path;
 	unsigned int shown = 0;
 
 	for (size_t i = 0; i < count; i++) {
-		double bound, e = expected(o, key, i, p, &bound), got = element(o, recv, i);
+		double bound, e = expected(o, key, i, st, &bound), got = element(o, recv, i);
 		double d = fabs(got - e);
 
 		res->checked++;
@@ -986,14 +1018,17 @@ print_header(const struct opts *o, size_t max_bytes)
 	inet_ntop(AF_INET, &me->sin_addr, ip, sizeof(ip));
 	printf("#   this rank's data address %s:%u (UDP to the switch, TCP for the ring)\n", ip,
 	       ntohs(me->sin_port));
-	printf("#   dtype %s op %s, %u size(s) up to %zu bytes, iters %u warmup %u%s, path %s, "
-	       "threshold %zu, check %s\n",
-	       cais_datatype_name(o->dt), cais_redop_name(o->op), o->n_sizes, max_bytes, o->iters,
+	printf("#   dtype %s op %s wire %s, %u size(s) up to %zu bytes, iters %u warmup %u%s, "
+	       "path %s, threshold %zu, check %s\n",
+	       cais_datatype_name(o->dt), cais_redop_name(o->op),
+	       o->dt == CAIS_INT32 ? "fixed32" : cais_dtype_name(o->wire), o->n_sizes, max_bytes,
+	       o->iters,
 	       o->warmup, o->interleave ? " (interleaved: steps of every size)" : "",
 	       cais_path_name(o->path), o->threshold, o->check ? "on" : "off");
 	printf("#   retx %" PRIu32 " us, retries %" PRIu32 ", timeout %" PRIu32
-	       " ms, check-every %" PRIu32 ", first seq %" PRIu32 ", delay %u ms\n",
-	       o->retx_us, o->retries, o->timeout_ms, o->check_every, o->first_seq, o->delay_ms);
+	       " ms, check-every %" PRIu32 ", first seq %" PRIu32 ", delay %u ms, threads %u%s\n",
+	       o->retx_us, o->retries, o->timeout_ms, o->check_every, o->first_seq, o->delay_ms,
+	       o->threads, o->threads ? "" : " (one per CPU)");
 	printf("#   time: median of this rank's issue-to-completion times (%s);\n"
 	       "#   path counts include the warm-up iterations\n",
 	       o->sync ? "each after a 1-element ring all-reduce that lines the ranks up"
@@ -1091,7 +1126,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 	if (it >= o->warmup)
 		sr->times[sr->timed++] = t1 - t0;
 	if (o->check)
-		check(o, recv, sr->count, key, st.path, sr->bytes, it, &sr->chk);
+		check(o, recv, sr->count, key, &st, sr->bytes, it, &sr->chk);
 	return true;
 }
 
@@ -1219,13 +1254,101 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 		       " fallback-rate %.3f errors %" PRIu64 ", chunks %" PRIu64
 		       " retransmitted %" PRIu64 " ignored-results %" PRIu64
 		       ", peer chunks %" PRIu64 " served %" PRIu64 ", congested %" PRIu64
-		       ", error checks %" PRIu64
-		       " max %.2e, tensors disabled %u, p50 %.0f us p90 %.0f us p99 %.0f us\n",
+		       ", error checks %" PRIu64 " max %.2e, tensors disabled %u, wire fallbacks %u,"
+		       " p50 %.0f us p90 %.0f us p99 %.0f us\n",
 		       m.collectives, m.in_network, m.fallback_rate, m.errors, m.chunks_sent,
 		       m.retransmissions, m.results_ignored, m.peer_chunks, m.peer_chunks_served,
-		       m.congested, m.error_checks, m.max_rel_error, m.tensors_disabled, m.p50_us,
-		       m.p90_us, m.p99_us);
+		       m.congested, m.error_checks, m.max_rel_error, m.tensors_disabled,
+		       m.wire_fallbacks, m.p50_us, m.p90_us, m.p99_us);
 	fflush(stdout);
+}
+
+/* The library's configuration from the options. */
+static void
+config_from_opts(const struct opts *o, struct cais_config *cfg)
+{
+	cais_config_init(cfg);
+	cfg->tenant = o->tenant;
+	cfg->session = o->session;
+	cfg->rank = o->rank;
+	cfg->world = o->world;
+	cfg->switch_addr = o->sw;
+	cfg->peers = o->peers;
+	cfg->slots = o->slots;
+	cfg->elems = o->elems;
+	cfg->scale = o->scale;
+	cfg->threshold = o->threshold;
+	cfg->retx_timeout_us = o->retx_us;
+	cfg->retries = o->retries;
+	cfg->timeout_ms = o->timeout_ms;
+	cfg->check_every = o->check_every;
+	cfg->first_seq = o->first_seq;
+	cfg->wire = o->wire;
+	cfg->threads = o->threads;
+}
+
+/* One record per size, with room for its timed iterations; NULL when out of memory. */
+static struct size_run *
+runs_new(const struct opts *o)
+{
+	struct size_run *runs = calloc(o->n_sizes, sizeof(*runs));
+
+	for (unsigned int i = 0; runs && i < o->n_sizes; i++) {
+		runs[i].bytes = o->sizes[i];
+		runs[i].count = o->sizes[i] / cais_datatype_size(o->dt);
+		runs[i].nchunks = (uint32_t)((runs[i].count + o->elems - 1) / o->elems);
+		runs[i].times = calloc(o->iters, sizeof(double));
+		if (!runs[i].times)
+			return NULL; /* the process exits */
+	}
+	return runs;
+}
+
+/* The communicator: created (static) or joined (--manager), path and tensor set. */
+static struct cais_comm *
+comm_open(const struct opts *o, const struct cais_config *cfg)
+{
+	struct cais_comm *comm = NULL;
+	int rc;
+
+	if (o->manager) {
+		struct cais_join j = {.manager = o->manager,
+				      .key_file = o->manager_key,
+				      .job = o->job ? o->job : "cais-perf",
+				      .tenant = o->tenant_name ? o->tenant_name : "default",
+				      .rank = o->rank,
+				      .world = o->world,
+				      .data = o->data,
+				      .slots = o->slots,
+				      .elems = o->elems};
+
+		rc = cais_comm_join(&j, cfg, &comm);
+		if (rc == 0)
+			rc = cais_tensor_register(comm, o->tensor, o->op, o->dt);
+	} else {
+		rc = cais_comm_create(cfg, &comm);
+	}
+	if (rc != 0) {
+		char addr[CMN_ADDR_TEXT];
+
+		fprintf(stderr, PROG ": rank %u: %s (data address %s): %s\n", o->rank,
+			o->manager ? "joining through the manager" : "cais_comm_create",
+			cmn_format_addr(o->manager ? &o->data : &o->peers[o->rank], addr,
+					sizeof(addr)),
+			cais_strerror(rc));
+		if (comm)
+			cais_comm_destroy(comm);
+		return NULL;
+	}
+	rc = cais_set_path(comm, o->path);
+	if (rc == 0 && !o->manager)
+		rc = cais_tensor_set(comm, o->tensor, o->scale, true);
+	if (rc != 0) {
+		fprintf(stderr, PROG ": rank %u: set-up: %s\n", o->rank, cais_strerror(rc));
+		cais_comm_destroy(comm);
+		return NULL;
+	}
+	return comm;
 }
 
 int
@@ -1233,91 +1356,32 @@ main(int argc, char **argv)
 {
 	struct opts o;
 	struct cais_config cfg;
-	struct cais_comm *comm = NULL;
+	struct cais_comm *comm;
 	struct totals t = {0};
 	size_t max_bytes = 0;
-	void *send = NULL, *recv = NULL;
+	void *send, *recv;
 	struct size_run *runs;
 	double t0;
 	bool pass;
-	int rc;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse_args(argc, argv, &o);
 	for (unsigned int i = 0; i < o.n_sizes; i++)
 		if (o.sizes[i] > max_bytes)
 			max_bytes = o.sizes[i];
-
-	cais_config_init(&cfg);
-	cfg.tenant = o.tenant;
-	cfg.session = o.session;
-	cfg.rank = o.rank;
-	cfg.world = o.world;
-	cfg.switch_addr = o.sw;
-	cfg.peers = o.peers;
-	cfg.slots = o.slots;
-	cfg.elems = o.elems;
-	cfg.scale = o.scale;
-	cfg.threshold = o.threshold;
-	cfg.retx_timeout_us = o.retx_us;
-	cfg.retries = o.retries;
-	cfg.timeout_ms = o.timeout_ms;
-	cfg.check_every = o.check_every;
-	cfg.first_seq = o.first_seq;
+	config_from_opts(&o, &cfg);
 	t.next_seq = o.first_seq;
-
 	send = malloc(max_bytes);
 	recv = malloc(max_bytes);
-	runs = calloc(o.n_sizes, sizeof(*runs));
-	for (unsigned int i = 0; runs && i < o.n_sizes; i++) {
-		runs[i].bytes = o.sizes[i];
-		runs[i].count = o.sizes[i] / cais_datatype_size(o.dt);
-		runs[i].nchunks = (uint32_t)((runs[i].count + o.elems - 1) / o.elems);
-		runs[i].times = calloc(o.iters, sizeof(double));
-		if (!runs[i].times)
-			send = NULL;
-	}
+	runs = runs_new(&o);
 	if (!send || !recv || !runs) {
 		fprintf(stderr, PROG ": rank %u: out of memory (%zu bytes per buffer)\n", o.rank,
 			max_bytes);
 		return EXIT_SETUP;
 	}
-	if (o.manager) {
-		struct cais_join j = {.manager = o.manager,
-				      .key_file = o.manager_key,
-				      .job = o.job ? o.job : "cais-perf",
-				      .tenant = o.tenant_name ? o.tenant_name : "default",
-				      .rank = o.rank,
-				      .world = o.world,
-				      .data = o.data,
-				      .slots = o.slots,
-				      .elems = o.elems};
-
-		rc = cais_comm_join(&j, &cfg, &comm);
-		if (rc == 0)
-			rc = cais_tensor_register(comm, o.tensor, o.op);
-	} else {
-		rc = cais_comm_create(&cfg, &comm);
-	}
-	if (rc != 0) {
-		char ip[INET_ADDRSTRLEN];
-		const struct sockaddr_in *me = o.manager ? &o.data : &o.peers[o.rank];
-
-		inet_ntop(AF_INET, &me->sin_addr, ip, sizeof(ip));
-		fprintf(stderr, PROG ": rank %u: %s (data address %s:%u): %s\n", o.rank,
-			o.manager ? "joining through the manager" : "cais_comm_create", ip,
-			ntohs(me->sin_port), cais_strerror(rc));
+	comm = comm_open(&o, &cfg);
+	if (!comm)
 		return EXIT_SETUP;
-	}
-	rc = cais_set_path(comm, o.path);
-	if (rc == 0 && !o.manager)
-		rc = cais_tensor_set(comm, o.tensor, o.scale, true);
-	if (rc != 0) {
-		fprintf(stderr, PROG ": rank %u: set-up: %s\n", o.rank, cais_strerror(rc));
-		cais_comm_destroy(comm);
-		return EXIT_SETUP;
-	}
-
 	if (!o.quiet)
 		print_header(&o, max_bytes);
 	/* managed: every rank has registered its tensor before any asks for step 0 */

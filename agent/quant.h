@@ -12,6 +12,14 @@
  * ties to even), then saturated to [INT32_MIN, INT32_MAX]. NaN becomes 0.
  * int32 passes unscaled. Back: value = q x inv_scale, where the caller folds
  * avg's 1/n into inv_scale; int32 avg is q / n rounded toward zero.
+ *
+ * BLOCK16 (proto.h, docs/PROTOCOL.md E4), float types only: per block of 32
+ * elements, x = value x scale; the block's exponent e = max(0, floor(log2
+ * max |x|) - 14), so that |x| / 2^e < 2^15; m = x / 2^e, rounded as above and
+ * clamped to +-32767. With a power-of-two scale every step is exact but the
+ * rounding of m, which only elements below 2^-7 (bf16) of their block's
+ * largest need. Back: value = m x (2^e x inv_scale), in fp32, then rounded
+ * to the type.
  */
 #ifndef CAIS_AGENT_QUANT_H
 #define CAIS_AGENT_QUANT_H
@@ -60,6 +68,23 @@ struct cais_quant_ops {
 	void (*reduce_f32)(float *acc, const float *in, size_t n, enum cais_redop op);
 	/** acc[i] = op(acc[i], in[i]) in int32; sums saturate (avg: sum). */
 	void (*reduce_i32)(int32_t *acc, const int32_t *in, size_t n, enum cais_redop op);
+	/**
+	 * Encode n elements of dt (a float type) at src as the BLOCK16 payload
+	 * at dst (cais_payload_bytes(CAIS_DT_BLOCK16, n) bytes; the padding of
+	 * the exponent area is zeroed). The random stream is drawn as encode()
+	 * draws it. A block whose largest |x| reaches 2^55 (it would need an
+	 * exponent above CAIS_B16_EMAX_DATA; inf too) is written as zeros.
+	 * @return the elements of such blocks; n for int32 (not carried)
+	 */
+	size_t (*encode_b16)(void *dst, const void *src, size_t n, enum cais_datatype dt,
+			     float scale, bool nearest, struct cais_rng *rng);
+	/**
+	 * Decode a BLOCK16 payload of n elements at src into dt (a float type)
+	 * at dst: value = m x (2^e x inv_scale) in fp32 (an exponent above
+	 * CAIS_B16_EMAX counts as CAIS_B16_EMAX). int32: nothing is written.
+	 */
+	void (*decode_b16)(void *dst, const void *src, size_t n, enum cais_datatype dt,
+			   float inv_scale);
 };
 
 /** The portable implementation. */

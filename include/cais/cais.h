@@ -93,10 +93,10 @@ enum cais_fallback { CAIS_FALLBACKS(CAIS_X_ENUM) CAIS_FB_COUNT };
 /**
  * Default offload threshold: 512 KiB, where in-network starts to beat the
  * ring at every larger size on the testbed (bench/e2e.sh: from 512 KiB with
- * 4 ranks, from 256 KiB with 8; the seed's guess was 1 MiB). bench/README.md.
+ * 4 ranks, from 256 KiB with 8). bench/README.md.
  */
 #define CAIS_DEFAULT_THRESHOLD	 (512u << 10)
-/** Default retransmission timeout, the seed's 500 us. */
+/** Default retransmission timer floor (the adaptive timer never goes below it). */
 #define CAIS_DEFAULT_RETX_US	 500u
 /** Default retransmissions of one chunk before the switch counts as silent. */
 #define CAIS_DEFAULT_RETRIES	 8u
@@ -106,6 +106,12 @@ enum cais_fallback { CAIS_FALLBACKS(CAIS_X_ENUM) CAIS_FB_COUNT };
 #define CAIS_DEFAULT_CHECK_EVERY 100u
 /** Default numerical-error alarm (relative error of a sampled collective). */
 #define CAIS_DEFAULT_ERROR_ALARM 1e-3
+/**
+ * Default scale of BLOCK16 tensors without their own: 2^24, so that values
+ * up to 2^30 in magnitude fit (docs/PROTOCOL.md E4) and every element keeps
+ * 15 significant bits relative to its block's largest.
+ */
+#define CAIS_DEFAULT_B16_SCALE	 ((double)(1ull << CAIS_B16_DEFAULT_SCALE_EXP))
 
 /** Everything a communicator is made from (static mode). cais_config_init() fills defaults. */
 struct cais_config {
@@ -120,7 +126,17 @@ struct cais_config {
 					  * listens on the same TCP port */
 	uint32_t slots;			 /**< the session's pool size S (power of two, 1..32768) */
 	uint16_t elems;			 /**< elements per packet E (1..2048) */
-	double scale;		  /**< fixed-point scale of tensors without their own (> 0) */
+	double scale;		  /**< FIXED32 scale of tensors without their own (> 0) */
+	enum cais_wire_dtype wire; /**< the wire type of float tensors without their own:
+				    * CAIS_DT_FIXED32 (default) or CAIS_DT_BLOCK16 (2 bytes an
+				    * element; int32 always goes as FIXED32) */
+	double b16_scale;	   /**< scale of BLOCK16 tensors without their own (> 0) */
+	unsigned int threads;	   /**< flows: worker threads, each with its own UDP socket on
+				    * port peers[rank] + i (i < threads), carrying the chunks
+				    * whose seq is i modulo threads; a power of two, at most 16
+				    * and at most slots; 0: one per CPU this process may run
+				    * on (rounded down to a power of two). The switch's member
+				    * entry must cover the same ports (docs/PROTOCOL.md E6) */
 	size_t threshold;	  /**< offload threshold in bytes */
 	uint32_t retx_timeout_us; /**< retransmission timer */
 	uint32_t retries;     /**< retransmissions before the switch counts as silent, 0..1000 */
@@ -138,6 +154,7 @@ struct cais_config {
 struct cais_status {
 	int error;	     /**< 0 or the negative errno the collective ended with */
 	enum cais_path path; /**< CAIS_PATH_SWITCH or CAIS_PATH_RING: where the result came from */
+	enum cais_wire_dtype wire;   /**< in-network: the wire dtype its chunks went as */
 	enum cais_fallback fallback; /**< why the ring, CAIS_FB_NONE in-network */
 	uint32_t retransmissions;    /**< DATA retransmitted for this collective */
 	uint32_t peer_chunks;	     /**< chunk results fetched from peers */
@@ -162,6 +179,7 @@ struct cais_metrics {
 	uint64_t error_checks;		  /**< sampled error measurements */
 	double max_rel_error;		  /**< largest sampled relative error */
 	uint32_t tensors_disabled;	  /**< tensors moved off the switch by the alarm */
+	uint32_t wire_fallbacks;	  /**< BLOCK16 tensors sent as FIXED32 after a BAD_DTYPE */
 	double p50_us, p90_us, p99_us;	  /**< completion time percentiles, all collectives */
 	double fallback_rate;		  /**< fallback / collectives (alarm above 0.1) */
 };
@@ -185,7 +203,10 @@ struct cais_join {
 	uint32_t timeout_ms;	 /**< how long to wait for every rank to join; 0: 60 s */
 };
 
-/** Fill c with defaults: threshold 512 KiB, 500 us, 8 retries, 30 s, scale 1024, K 100, 1e-3. */
+/**
+ * Fill c with defaults: threshold 512 KiB, 500 us, 8 retries, 30 s, scale 1024,
+ * FIXED32, BLOCK16 scale 2^24, K 100, 1e-3.
+ */
 void cais_config_init(struct cais_config *c);
 
 /**
@@ -217,10 +238,14 @@ int cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl,
 		   struct cais_comm **comm);
 
 /**
- * Register a tensor with the manager (managed communicators; every rank).
- * @return 0; -EINVAL (not managed, bad op); the manager's error
+ * Register a tensor with the manager (managed communicators; every rank, the
+ * same values): its op and the element type its collectives will have, from
+ * which the manager chooses its wire type (BLOCK16 for bf16 and fp16 unless
+ * it is told otherwise) and scale; step.begin then gives both.
+ * @return 0; -EINVAL (not managed, bad op or dtype); the manager's error
  */
-int cais_tensor_register(struct cais_comm *comm, uint32_t tensor, enum cais_redop op);
+int cais_tensor_register(struct cais_comm *comm, uint32_t tensor, enum cais_redop op,
+			 enum cais_datatype dtype);
 
 /**
  * Begin training step `step` (managed communicators; every rank, once per
@@ -248,6 +273,14 @@ int cais_comm_destroy(struct cais_comm *comm);
  * @return 0; -EINVAL (scale <= 0 or not finite); -ENOMEM
  */
 int cais_tensor_set(struct cais_comm *comm, uint32_t tensor, double scale, bool offload);
+
+/**
+ * Set the wire type of a float tensor (the same on every rank, between
+ * collectives): CAIS_DT_FIXED32 or CAIS_DT_BLOCK16 (docs/PROTOCOL.md E4). A
+ * tensor without a scale of its own then uses the wire type's default.
+ * @return 0; -EINVAL (another wire type); -ENOMEM
+ */
+int cais_tensor_wire(struct cais_comm *comm, uint32_t tensor, enum cais_wire_dtype wire);
 
 /** Set the offload threshold in bytes (the same on every rank). @return 0; -EINVAL */
 int cais_set_threshold(struct cais_comm *comm, size_t bytes);

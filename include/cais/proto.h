@@ -106,8 +106,34 @@ typedef uint32_t cais_be32_t;
 	X(BAD_COUNT, 5, "bad_count")                                                               \
 	X(BAD_DTYPE, 6, "bad_dtype")
 
-/** Payload element types on the wire (the dtype field): X(name, value, text). */
-#define CAIS_DTYPES(X) X(FIXED32, 0, "fixed32")
+/**
+ * Payload element types on the wire (the dtype field): X(name, value, text).
+ * FIXED32: count x int32. BLOCK16: blocks of CAIS_B16_BLOCK elements, each a
+ * power-of-two exponent byte and 16-bit integers (cais_payload_bytes()).
+ */
+#define CAIS_DTYPES(X)                                                                             \
+	X(FIXED32, 0, "fixed32")                                                                   \
+	X(BLOCK16, 1, "block16")
+
+/**
+ * BLOCK16 (docs/PROTOCOL.md E4): element i stands for m_i x 2^e_b units of
+ * the tensor's accumulator, m_i a 16-bit integer in -32767..32767 and e_b
+ * the exponent of its block b = i / CAIS_B16_BLOCK. The payload is the
+ * exponent bytes of the ceil(count / 32) blocks, padded with zeros to a
+ * multiple of 4, then the count m_i, big-endian.
+ */
+#define CAIS_B16_BLOCK	   32u
+/** Largest exponent of a DATA block: 255 contributions of 2^15 x 2^40 sum below 2^63. */
+#define CAIS_B16_EMAX_DATA 40u
+/** Largest exponent of a RESULT block: the sums' 63 bits in 16. */
+#define CAIS_B16_EMAX	   48u
+/** Largest |m_i| (the range is symmetric). */
+#define CAIS_B16_MMAX	   32767
+/**
+ * log2 of the scale of a BLOCK16 tensor nobody measured: 2^24 keeps values up
+ * to 2^30 in range (max |x| x scale below 2^55) and resolves 2^-24.
+ */
+#define CAIS_B16_DEFAULT_SCALE_EXP 24
 
 /**
  * Reduce operations of a tensor entry (section 2): X(name, value, text).
@@ -139,7 +165,7 @@ enum cais_flag { CAIS_FLAGS(CAIS_X_ENUM) };
 enum cais_reason { CAIS_R_NONE = 0, CAIS_REASONS(CAIS_X_ENUM) CAIS_R_MAX };
 #undef CAIS_X_ENUM
 #define CAIS_X_ENUM(name, val, text) CAIS_DT_##name = val,
-enum cais_wire_dtype { CAIS_DTYPES(CAIS_X_ENUM) };
+enum cais_wire_dtype { CAIS_DTYPES(CAIS_X_ENUM) CAIS_DT_COUNT };
 #undef CAIS_X_ENUM
 #define CAIS_X_ENUM(name, val, text) CAIS_OP_##name = val,
 enum cais_redop { CAIS_REDOPS(CAIS_X_ENUM) CAIS_OP_COUNT };
@@ -240,6 +266,50 @@ cais_flag_name(unsigned int flag)
 		CAIS_FLAGS(CAIS_X_CASE) default : return "?";
 	}
 #undef CAIS_X_CASE
+}
+
+/** @return the name of a wire dtype ("fixed32", "block16"), "?" if undefined. */
+static inline const char *
+cais_dtype_name(unsigned int dtype)
+{
+#define CAIS_X_CASE(name, val, text)                                                               \
+	case val:                                                                                  \
+		return text;
+	switch (dtype) {
+		CAIS_DTYPES(CAIS_X_CASE) default : return "?";
+	}
+#undef CAIS_X_CASE
+}
+
+/** @return the wire dtype named s, or -1. */
+static inline int
+cais_dtype_parse(const char *s)
+{
+	for (unsigned int dt = 0; dt < CAIS_DT_COUNT; dt++)
+		if (s && strcmp(s, cais_dtype_name(dt)) == 0)
+			return (int)dt;
+	return -1;
+}
+
+/** @return the bytes of BLOCK16's exponent area for count elements (a multiple of 4). */
+static inline uint32_t
+cais_b16_exp_bytes(uint32_t count)
+{
+	return ((count + CAIS_B16_BLOCK - 1) / CAIS_B16_BLOCK + 3u) & ~3u;
+}
+
+/** @return the payload bytes of count elements of a wire dtype (0 for an unknown one). */
+static inline uint32_t
+cais_payload_bytes(unsigned int dtype, uint32_t count)
+{
+	switch (dtype) {
+	case CAIS_DT_FIXED32:
+		return count * CAIS_ELEM_SIZE;
+	case CAIS_DT_BLOCK16:
+		return cais_b16_exp_bytes(count) + 2u * count;
+	default:
+		return 0;
+	}
 }
 
 /** @return the name of a reduce operation ("sum", ...), "?" if undefined. */

@@ -9,6 +9,10 @@
  * every slot, corrupted sums. It also checks the hosts' window: DATA of
  * seq q is a violation unless the round of q - S was completed here. Runs in its own thread. Tensor
  * 2 reduces by max, tensor 3 by min, every other tensor by sum (FS_TENSOR_*).
+ * FIXED32 and BLOCK16 (docs/PROTOCOL.md E4, written here from the page, not
+ * from the switch's code), or REJECT BAD_DTYPE for BLOCK16 on demand. A
+ * round's RESULT goes to the address each rank's DATA came from, so ranks
+ * with several flows (one port each) get each RESULT on the flow that sent.
  */
 #ifndef CAIS_TEST_FAKE_SWITCH_H
 #define CAIS_TEST_FAKE_SWITCH_H
@@ -36,8 +40,10 @@ struct fs_slot {
 	bool used, done;
 	uint32_t seq, tensor;
 	uint16_t count;
+	uint8_t dtype;
 	uint32_t seen;
 	uint8_t ovf;
+	struct sockaddr_in from[FS_MAX_RANKS]; /**< each rank's flow that sent this round */
 	int64_t acc[CAIS_MAX_ELEMS];
 };
 
@@ -61,12 +67,16 @@ struct fake_switch {
 	atomic_int drop_results_to; /**< rank whose RESULTs are dropped, -1: none */
 	atomic_int corrupt;	    /**< add this to every summed element */
 	atomic_int reorder_pct;	    /**< RESULT copies held back behind later ones */
+	atomic_int refuse_b16;	    /**< REJECT BAD_DTYPE every BLOCK16 DATA (the P4 profile) */
 	/* counters */
 	atomic_ulong data_rx, results_tx, rounds, rejects, retx_seen, window_violations;
+	atomic_ulong b16_rounds; /**< rounds in BLOCK16 */
+	uint16_t ports[FS_MAX_RANKS][16]; /**< the source ports each rank's DATA came from */
+	unsigned int n_ports[FS_MAX_RANKS];
 	/* RESULTs held back for reordering */
 	unsigned int n_held;
 	struct {
-		uint8_t buf[CAIS_HDR_LEN + 4 * CAIS_MAX_ELEMS];
+		uint8_t buf[CAIS_HDR_LEN + 4 * CAIS_MAX_ELEMS + 64];
 		size_t len;
 		struct sockaddr_in to;
 		unsigned int age;
@@ -116,34 +126,110 @@ fs_send(struct fake_switch *s, const uint8_t *buf, size_t len, const struct sock
 	fs_release(s, false);
 }
 
+/* acc / 2^e rounded to nearest, ties to even. */
+static int64_t
+fs_round_shift(int64_t acc, unsigned int e)
+{
+	int64_t q, rem, half;
+
+	if (e == 0)
+		return acc;
+	q = acc >> e; /* floor */
+	rem = acc - q * ((int64_t)1 << e);
+	half = (int64_t)1 << (e - 1);
+	if (rem > half || (rem == half && (q & 1)))
+		q++;
+	return q;
+}
+
+/* A BLOCK16 RESULT payload of the slot's sums: per block the smallest fitting exponent. */
+static size_t
+fs_b16_payload(uint8_t *out, const struct fs_slot *sl)
+{
+	uint32_t n = sl->count, eb = cais_b16_exp_bytes(n);
+
+	memset(out, 0, eb);
+	for (uint32_t b = 0; b * CAIS_B16_BLOCK < n; b++) {
+		uint32_t i0 = b * CAIS_B16_BLOCK;
+		uint32_t m = n - i0 < CAIS_B16_BLOCK ? n - i0 : CAIS_B16_BLOCK;
+		unsigned int e = 0;
+		bool fits;
+
+		do {
+			fits = true;
+			for (uint32_t k = 0; k < m && fits; k++) {
+				int64_t q = fs_round_shift(sl->acc[i0 + k], e);
+
+				fits = q <= CAIS_B16_MMAX && q >= -CAIS_B16_MMAX;
+			}
+		} while (!fits && ++e < CAIS_B16_EMAX);
+		out[b] = (uint8_t)e;
+		for (uint32_t k = 0; k < m; k++) {
+			uint16_t w = htons((uint16_t)(int16_t)fs_round_shift(sl->acc[i0 + k], e));
+
+			memcpy(out + eb + 2 * (i0 + k), &w, 2);
+		}
+	}
+	return cais_payload_bytes(CAIS_DT_BLOCK16, n);
+}
+
 static void
 fs_result(struct fake_switch *s, const struct cais_fields *in, const struct fs_slot *sl,
 	  unsigned int rank)
 {
-	uint8_t buf[CAIS_HDR_LEN + 4 * CAIS_MAX_ELEMS];
+	uint8_t buf[CAIS_HDR_LEN + 4 * CAIS_MAX_ELEMS + 64];
 	struct cais_fields f = *in;
+	size_t plen = 4u * sl->count;
 
 	if (!s->member_known[rank] || atomic_load(&s->drop_results_to) == (int)rank ||
 	    fs_chance(s, atomic_load(&s->result_loss_pct)))
+		return;
+	if (!(sl->seen & (1u << rank)))
 		return;
 	f.type = CAIS_TYPE_RESULT;
 	f.flags = sl->ovf ? CAIS_F_OVERFLOW : 0;
 	f.rank = CAIS_RANK_NONE;
 	f.reason = 0;
 	f.count = sl->count;
+	f.dtype = sl->dtype;
 	cais_hdr_build((struct cais_hdr *)buf, &f);
-	for (unsigned int i = 0; i < sl->count; i++) {
-		int64_t v = sl->acc[i];
-		uint32_t w;
+	if (sl->dtype == CAIS_DT_BLOCK16)
+		plen = fs_b16_payload(buf + CAIS_HDR_LEN, sl);
+	else
+		for (unsigned int i = 0; i < sl->count; i++) {
+			int64_t v = sl->acc[i];
+			uint32_t w;
 
-		v = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v;
-		w = htonl((uint32_t)(int32_t)v);
-		memcpy(buf + CAIS_HDR_LEN + 4 * i, &w, 4);
-	}
-	fs_send(s, buf, CAIS_HDR_LEN + 4u * sl->count, &s->member[rank]);
+			v = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v;
+			w = htonl((uint32_t)(int32_t)v);
+			memcpy(buf + CAIS_HDR_LEN + 4 * i, &w, 4);
+		}
+	fs_send(s, buf, CAIS_HDR_LEN + plen, &sl->from[rank]);
 	atomic_fetch_add(&s->results_tx, 1);
 	if (fs_chance(s, atomic_load(&s->dup_pct)))
-		fs_send(s, buf, CAIS_HDR_LEN + 4u * sl->count, &s->member[rank]);
+		fs_send(s, buf, CAIS_HDR_LEN + plen, &sl->from[rank]);
+}
+
+/* Element i of a DATA payload in accumulator units; *ovf set for a BLOCK16 exponent above 40. */
+static int64_t
+fs_elem(const uint8_t *payload, const struct cais_fields *f, unsigned int i, uint8_t *ovf)
+{
+	if (f->dtype == CAIS_DT_BLOCK16) {
+		unsigned int e = payload[i / CAIS_B16_BLOCK];
+		uint16_t w;
+
+		memcpy(&w, payload + cais_b16_exp_bytes(f->count) + 2 * i, 2);
+		if (e > CAIS_B16_EMAX_DATA) {
+			*ovf = 1;
+			e = CAIS_B16_EMAX_DATA;
+		}
+		return (int64_t)(int16_t)ntohs(w) * ((int64_t)1 << e);
+	} else {
+		uint32_t w;
+
+		memcpy(&w, payload + 4 * i, 4);
+		return (int32_t)ntohl(w);
+	}
 }
 
 static void
@@ -174,7 +260,8 @@ fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockad
 	if (cais_hdr_check(p, len) != CAIS_HDR_OK || cais_hdr_type(h) != CAIS_TYPE_DATA)
 		return;
 	cais_hdr_read(h, &f);
-	if (f.rank >= s->n || f.count == 0 || len < CAIS_HDR_LEN + 4u * f.count)
+	if (f.rank >= s->n || f.count == 0 ||
+	    len < CAIS_HDR_LEN + cais_payload_bytes(f.dtype, f.count))
 		return;
 	atomic_fetch_add(&s->data_rx, 1);
 	if (f.flags & CAIS_F_RETX)
@@ -185,8 +272,19 @@ fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockad
 		return fs_reject(s, &f, CAIS_R_FWD_ONLY, from);
 	if (atomic_load(&s->reject_tensor) && f.tensor == atomic_load(&s->reject_tensor))
 		return fs_reject(s, &f, CAIS_R_UNKNOWN_TENSOR, from);
+	if (f.dtype >= CAIS_DT_COUNT ||
+	    (f.dtype == CAIS_DT_BLOCK16 && atomic_load(&s->refuse_b16)))
+		return fs_reject(s, &f, CAIS_R_BAD_DTYPE, from);
 	s->member[f.rank] = *from;
 	s->member_known[f.rank] = true;
+	{
+		unsigned int k = 0;
+
+		while (k < s->n_ports[f.rank] && s->ports[f.rank][k] != from->sin_port)
+			k++;
+		if (k == s->n_ports[f.rank] && k < 16)
+			s->ports[f.rank][s->n_ports[f.rank]++] = from->sin_port;
+	}
 	if (f.slot >= s->slots || cais_slot_field(f.seq, s->slots) != ntohs(h->slot))
 		return;
 	sl = &s->sl[f.slot * 2 + f.set];
@@ -204,23 +302,25 @@ fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockad
 		sl->seq = f.seq;
 		sl->tensor = f.tensor;
 		sl->count = f.count;
+		sl->dtype = f.dtype;
 		sl->seen = 0;
 		sl->ovf = 0;
 		memset(sl->acc, 0, sizeof(int64_t) * f.count);
-	} else if (f.seq != sl->seq || f.count != sl->count || f.tensor != sl->tensor) {
+	} else if (f.seq != sl->seq || f.count != sl->count || f.tensor != sl->tensor ||
+		   f.dtype != sl->dtype) {
 		return; /* stale or inconsistent */
 	}
 	if (sl->seen & (1u << f.rank)) {
-		if (sl->done)
+		if (sl->done) {
+			sl->from[f.rank] = *from;
 			fs_result(s, &f, sl, f.rank); /* a lost RESULT: unicast */
+		}
 		return;
 	}
+	sl->from[f.rank] = *from;
 	for (unsigned int i = 0; i < f.count; i++) {
-		uint32_t w;
-		int64_t v;
+		int64_t v = fs_elem(p + CAIS_HDR_LEN, &f, i, &sl->ovf);
 
-		memcpy(&w, p + CAIS_HDR_LEN + 4 * i, 4);
-		v = (int32_t)ntohl(w);
 		if (!sl->seen)
 			sl->acc[i] = v;
 		else if (f.tensor == FS_TENSOR_MAX)
@@ -235,10 +335,13 @@ fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockad
 		sl->done = true;
 		for (unsigned int i = 0; i < f.count; i++) {
 			sl->acc[i] += corrupt;
-			if (sl->acc[i] > INT32_MAX || sl->acc[i] < INT32_MIN)
+			if (sl->dtype == CAIS_DT_FIXED32 &&
+			    (sl->acc[i] > INT32_MAX || sl->acc[i] < INT32_MIN))
 				sl->ovf = 1;
 		}
 		atomic_fetch_add(&s->rounds, 1);
+		if (sl->dtype == CAIS_DT_BLOCK16)
+			atomic_fetch_add(&s->b16_rounds, 1);
 		for (unsigned int r = 0; r < s->n; r++)
 			fs_result(s, &f, sl, r);
 	}

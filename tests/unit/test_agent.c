@@ -43,7 +43,26 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* A free loopback port (UDP and TCP both free at the time of asking). */
+/* Flows per rank of the next communicators (t_flows sets it). */
+static unsigned int THREADS = 1;
+
+/* Is port free on loopback for UDP and TCP at the time of asking? */
+static bool
+port_free(uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int u = socket(AF_INET, SOCK_DGRAM, 0), t = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = bind(u, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	     bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(u);
+	close(t);
+	return ok;
+}
+
+/* A free loopback port followed by THREADS - 1 more (a rank's flows use them). */
 static uint16_t
 free_port(void)
 {
@@ -61,6 +80,8 @@ free_port(void)
 		ok = bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
 		close(u);
 		close(t);
+		for (unsigned int i = 1; ok && i < THREADS; i++)
+			ok = port <= 65535 - THREADS && port_free((uint16_t)(port + i));
 		if (ok)
 			return port;
 	}
@@ -71,6 +92,7 @@ struct setup_opts {
 	size_t threshold;
 	uint32_t retries, timeout_ms, check_every;
 	double scale;
+	enum cais_wire_dtype wire;
 };
 
 static void
@@ -81,9 +103,19 @@ setup_comms(const struct setup_opts *o)
 	N = o->n;
 	SW = fs_start(N, o->slots);
 	for (unsigned int r = 0; r < N; r++) {
+		uint16_t p;
+		bool clash;
+
+		do { /* each rank's range of THREADS ports its own */
+			p = free_port();
+			clash = false;
+			for (unsigned int j = 0; j < r; j++)
+				clash |= p < ntohs(PEERS[j].sin_port) + THREADS &&
+					 ntohs(PEERS[j].sin_port) < p + THREADS;
+		} while (clash);
 		PEERS[r].sin_family = AF_INET;
 		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		PEERS[r].sin_port = htons(free_port());
+		PEERS[r].sin_port = htons(p);
 	}
 	for (unsigned int r = 0; r < N; r++) {
 		cais_config_init(&cfg);
@@ -102,6 +134,8 @@ setup_comms(const struct setup_opts *o)
 		if (o->timeout_ms)
 			cfg.timeout_ms = o->timeout_ms;
 		cfg.check_every = o->check_every;
+		cfg.wire = o->wire;
+		cfg.threads = THREADS;
 		assert_int_equal(cais_comm_create(&cfg, &COMM[r]), 0);
 	}
 }
@@ -463,6 +497,113 @@ t_loss(void **state)
 	assert_true(METRIC(results_ignored) > 0);
 	assert_int_equal(METRIC(in_network), 4 * 40);
 	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	teardown_comms();
+}
+
+/* What each rank got, to see that every rank got the same bits. */
+static uint64_t RESULT_HASH[MAXN];
+
+static uint64_t
+fnv1a(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* One bf16 sum of awkward data (outliers beside small values), hashed per rank. */
+static int
+run_b16_hash(unsigned int rank, void *arg)
+{
+	size_t count = *(const size_t *)arg;
+	uint16_t *x = calloc(count, 2);
+	int rc;
+
+	if (!x)
+		return -ENOMEM;
+	for (size_t i = 0; i < count; i++) {
+		double v = ((double)((i * 2654435761u + rank * 40503u) % 20001) - 10000) / 7.0;
+
+		x[i] = cais_f32_to_bf16((float)(i % 37 == 0 ? v * 1000 : v / 1000));
+	}
+	rc = cais_allreduce(COMM[rank], 1, x, x, count, CAIS_BFLOAT16, CAIS_OP_SUM);
+	RESULT_HASH[rank] = fnv1a(x, count * 2);
+	free(x);
+	return rc;
+}
+
+/*
+ * BLOCK16 (docs/PROTOCOL.md E4) on the wire: every dtype and op through the
+ * switch (int32 goes as FIXED32), under loss, duplication and reordering;
+ * every rank gets the same bits.
+ */
+static void
+t_block16(void **state)
+{
+	static const size_t counts[] = {1, 31, 32, 33, 255, 256, 257, 5000};
+	struct setup_opts o = default_opts;
+	size_t hcount = 100003;
+
+	(void)state;
+	o.wire = CAIS_DT_BLOCK16;
+	setup_comms(&o);
+	every_dt_op(counts, sizeof(counts) / sizeof(counts[0]), CAIS_PATH_SWITCH, CAIS_FB_NONE);
+	assert_true(atomic_load(&SW->b16_rounds) > 0);
+	assert_true(atomic_load(&SW->b16_rounds) < atomic_load(&SW->rounds)); /* int32 */
+	atomic_store(&SW->data_loss_pct, 5);
+	atomic_store(&SW->result_loss_pct, 5);
+	atomic_store(&SW->dup_pct, 10);
+	atomic_store(&SW->reorder_pct, 10);
+	for (int it = 0; it < 3; it++) {
+		run_ranks(run_b16_hash, &hcount);
+		for (unsigned int r = 1; r < N; r++)
+			assert_true(RESULT_HASH[r] == RESULT_HASH[0]);
+	}
+	assert_int_equal(METRIC(in_network), METRIC(collectives));
+	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	for (unsigned int r = 0; r < N; r++) {
+		struct cais_metrics m;
+
+		assert_int_equal(cais_metrics_get(COMM[r], &m), 0);
+		assert_int_equal(m.wire_fallbacks, 0);
+	}
+	teardown_comms();
+}
+
+/*
+ * A switch without BLOCK16 (REJECT BAD_DTYPE): the tensor goes on as
+ * FIXED32, in-network, from the first collective; once per rank.
+ */
+static void
+t_block16_refused(void **state)
+{
+	struct setup_opts o = default_opts;
+	struct coll k = {.dt = CAIS_BFLOAT16,
+			 .count = 20000,
+			 .iters = 3,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH};
+
+	(void)state;
+	o.wire = CAIS_DT_BLOCK16;
+	o.retries = 30; /* a fallback by timer would take seconds */
+	setup_comms(&o);
+	atomic_store(&SW->refuse_b16, 1);
+	run_ranks(run_coll, &k);
+	k.dt = CAIS_FLOAT32;
+	run_ranks(run_coll, &k);
+	assert_true(atomic_load(&SW->rejects) > 0);
+	assert_int_equal(atomic_load(&SW->b16_rounds), 0);
+	for (unsigned int r = 0; r < N; r++) {
+		struct cais_metrics m;
+
+		assert_int_equal(cais_metrics_get(COMM[r], &m), 0);
+		assert_int_equal(m.wire_fallbacks, 1);
+		assert_int_equal(m.in_network, 6);
+	}
 	teardown_comms();
 }
 
@@ -1002,7 +1143,7 @@ run_joined(unsigned int rank, void *arg)
 	rc = cais_comm_join(&j, &tmpl, &COMM[rank]);
 	if (rc)
 		return rc;
-	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM);
+	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < 4 && rc == 0; step++) {
 		struct cais_request *req;
 		struct cais_status st;
@@ -1059,11 +1200,45 @@ t_join_manager(void **state)
 	teardown_comms();
 }
 
+/*
+ * Four flows per rank (cais_config.threads): each its own socket and port,
+ * carrying the seqs that are its index modulo 4; the guarantees of one
+ * flow, with loss, duplicates, lost RESULTs, a silent and a restarted
+ * switch, BLOCK16, in place, the error check.
+ */
+static void
+t_flows(void **state)
+{
+	struct coll k = {.dt = CAIS_BFLOAT16,
+			 .count = 100000,
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH};
+
+	THREADS = 4;
+	setup_comms(&default_opts);
+	run_ranks(run_coll, &k);
+	for (unsigned int r = 0; r < N; r++) /* every rank sent from its 4 ports */
+		assert_int_equal(SW->n_ports[r], 4);
+	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	teardown_comms();
+	t_basic(state);
+	t_block16(state);
+	t_loss(state);
+	t_results_lost_one_rank(state);
+	t_silent(state);
+	t_restart(state);
+	t_in_place(state);
+	t_error_alarm(state);
+	THREADS = 1;
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_basic),	     cmocka_unit_test(t_ring),
+	    cmocka_unit_test(t_block16),     cmocka_unit_test(t_block16_refused),
 	    cmocka_unit_test(t_threshold),   cmocka_unit_test(t_loss),
 	    cmocka_unit_test(t_reject),	     cmocka_unit_test(t_fwd_only),
 	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_results_lost_one_rank),
@@ -1072,6 +1247,7 @@ main(void)
 	    cmocka_unit_test(t_slow_rank),   cmocka_unit_test(t_restart),
 	    cmocka_unit_test(t_error_alarm), cmocka_unit_test(t_timeout),
 	    cmocka_unit_test(t_errors),	     cmocka_unit_test(t_join_manager),
+	    cmocka_unit_test(t_flows),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -1153,6 +1153,203 @@ test_reduce(void **state)
 	free(b);
 }
 
+/* ------------------------------------------------------------- BLOCK16 */
+
+static int16_t
+b16_m(const uint8_t *payload, size_t n, size_t i)
+{
+	const uint8_t *p = payload + cais_b16_exp_bytes((uint32_t)n) + 2 * i;
+
+	return (int16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+/*
+ * The model of BLOCK16 encode, to nearest, from the format's definition in
+ * double: y = fl32(value x scale), NaN -> 0; per block e = max(0,
+ * floor(log2 max |y|) - 14); m = y / 2^e to nearest even, within +-32767; a
+ * block reaching 2^55 is zeros and counted.
+ */
+static size_t
+b16_model(uint8_t *d, const void *src, size_t n, enum cais_datatype dt, float scale)
+{
+	uint8_t *mant = d + cais_b16_exp_bytes((uint32_t)n);
+	size_t sat = 0;
+
+	memset(d, 0, cais_payload_bytes(CAIS_DT_BLOCK16, (uint32_t)n));
+	for (size_t b = 0; b * CAIS_B16_BLOCK < n; b++) {
+		size_t i0 = b * CAIS_B16_BLOCK, m = n - i0 < CAIS_B16_BLOCK ? n - i0 : CAIS_B16_BLOCK;
+		double y[CAIS_B16_BLOCK], mx = 0;
+		int e = 0, ex;
+
+		for (size_t k = 0; k < m; k++) {
+			float v = get_as_f32(src, i0 + k, dt) * scale;
+
+			y[k] = isnan(v) ? 0.0 : (double)v;
+			mx = fabs(y[k]) > mx ? fabs(y[k]) : mx;
+		}
+		if (!(mx < 0x1p55)) {
+			sat += m;
+			continue;
+		}
+		if (mx >= 0x1p15) {
+			(void)frexp(mx, &ex);
+			e = ex - 1 - 14;
+		}
+		d[b] = (uint8_t)e;
+		for (size_t k = 0; k < m; k++) {
+			double q = nearbyint(ldexp(y[k], -e));
+
+			q = q > 32767 ? 32767 : q < -32767 ? -32767 : q;
+			mant[2 * (i0 + k)] = (uint8_t)((uint16_t)(int16_t)q >> 8);
+			mant[2 * (i0 + k) + 1] = (uint8_t)(uint16_t)(int16_t)q;
+		}
+	}
+	return sat;
+}
+
+/* Encode to nearest and decode agree with the model, on every kind of float. */
+static void
+test_b16_model(void **state)
+{
+	static const size_t sizes[] = {1, 5, 31, 32, 33, 64, 100, 2048};
+	static const float scales[] = {1.0f, 0x1p24f, 0x1p40f, 0x1p-10f, 3.0f};
+	uint8_t src[2048 * 4], got[8192], want[8192];
+	float dec[2048];
+
+	(void)state;
+	for (size_t t = 0; t < 3; t++)
+		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+			for (size_t k = 0; k < sizeof(scales) / sizeof(scales[0]); k++) {
+				enum cais_datatype dt = float_types[t];
+				size_t n = sizes[si], len = cais_payload_bytes(CAIS_DT_BLOCK16, n);
+
+				fill_dt(src, n, dt);
+				memset(got, 0xA5, sizeof(got));
+				size_t s1 = impl->encode_b16(got, src, n, dt, scales[k], true, NULL);
+				size_t s2 = b16_model(want, src, n, dt, scales[k]);
+
+				CHECK(s1 == s2 && memcmp(got, want, len) == 0,
+				      "b16 encode dt %d n %zu scale %g: sat %zu/%zu", dt, n,
+				      (double)scales[k], s1, s2);
+				CHECK(got[len] == 0xA5, "b16 encode wrote past its payload");
+				for (size_t b = 0; b < cais_b16_exp_bytes(n); b++)
+					CHECK(got[b] <= CAIS_B16_EMAX_DATA, "exponent %u", got[b]);
+				/* decode: value = m x 2^e / scale, one fp32 rounding */
+				impl->decode_b16(dec, got, n, CAIS_FLOAT32, 1.0f / scales[k]);
+				for (size_t i = 0; i < n; i++) {
+					double v = ldexp((double)b16_m(got, n, i), got[i / 32]) *
+						   (double)(1.0f / scales[k]);
+
+					CHECK(dec[i] == (float)v, "b16 decode %zu: %a, want %a", i,
+					      (double)dec[i], v);
+				}
+			}
+}
+
+/*
+ * bf16 inputs at a power-of-two scale: an element within 2^7 of its
+ * block's largest comes back exactly, any other within half a step.
+ */
+static void
+test_b16_round_trip(void **state)
+{
+	enum { N = 4096 };
+	uint16_t *x = malloc(N * 2), *y = malloc(N * 2);
+	uint8_t *w = malloc(cais_payload_bytes(CAIS_DT_BLOCK16, N));
+	struct cais_rng rng;
+
+	(void)state;
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_non_null(w);
+	cais_rng_seed(&rng, 7);
+	for (size_t i = 0; i < N; i++) /* magnitudes over 2^-20..2^20, outliers among them */
+		x[i] = cais_f32_to_bf16((float)(rnd_uniform(-1, 1) *
+						ldexp(1.0, (int)(rnd32() % 41) - 20)));
+	for (int nearest = 1; nearest >= 0; nearest--) {
+		assert_int_equal(impl->encode_b16(w, x, N, CAIS_BFLOAT16, 0x1p24f, nearest, &rng), 0);
+		impl->decode_b16(y, w, N, CAIS_BFLOAT16, 0x1p-24f);
+		for (size_t b = 0; b < N / 32; b++) {
+			float mx = 0;
+
+			for (size_t k = 0; k < 32; k++)
+				mx = fmaxf(mx, fabsf(cais_bf16_to_f32(x[32 * b + k])));
+			for (size_t k = 0; k < 32; k++) {
+				size_t i = 32 * b + k;
+				float a = cais_bf16_to_f32(x[i]), r = cais_bf16_to_f32(y[i]);
+				double step = ldexp(1.0, w[b]) * 0x1p-24;
+
+				if (fabsf(a) >= mx * 0x1p-7f)
+					CHECK(r == a, "element %zu: %a came back %a", i, (double)a,
+					      (double)r);
+				else /* m's rounding, then bf16's */
+					CHECK(fabs(r - a) <= step * (nearest ? 0.5 : 1.0) +
+								 fabs((double)a) * 0x1p-8,
+					      "element %zu: %a came back %a", i, (double)a,
+					      (double)r);
+			}
+		}
+	}
+	free(x);
+	free(y);
+	free(w);
+}
+
+/* Blocks that cannot be carried: inf, NaN (as 0), 2^55; int32 refused. */
+static void
+test_b16_saturation(void **state)
+{
+	float x[96];
+	uint8_t w[4 + 2 * 96];
+	float back[96];
+
+	(void)state;
+	for (size_t i = 0; i < 96; i++)
+		x[i] = (float)i;
+	x[5] = INFINITY;	 /* block 0 saturates */
+	x[40] = NAN;		 /* block 1: NaN counts as 0 */
+	x[70] = 0x1p55f / 1024;	 /* block 2 at scale 1024: 2^55, saturates */
+	x[71] = -0x1p54f / 1024; /* (and 2^54 alone would not) */
+	assert_int_equal(impl->encode_b16(w, x, 96, CAIS_FLOAT32, 1024.0f, true, NULL), 64);
+	assert_int_equal(w[0], 0);
+	assert_int_equal(w[3], 0); /* padding */
+	assert_int_equal(b16_m(w, 96, 6), 0);
+	impl->decode_b16(back, w, 96, CAIS_FLOAT32, 1.0f / 1024);
+	assert_true(back[40] == 0.0f);
+	assert_true(back[41] == 41.0f);
+	x[70] = 1.0f;
+	assert_int_equal(impl->encode_b16(w, x, 96, CAIS_FLOAT32, 1024.0f, true, NULL), 32);
+	assert_int_equal(w[2], 54 - 14);
+	int32_t i32[4] = {1, 2, 3, 4};
+
+	assert_int_equal(impl->encode_b16(w, i32, 4, CAIS_INT32, 1.0f, true, NULL), 4);
+}
+
+/* Stochastic rounding of m is unbiased: a small element beside a large one. */
+static void
+test_b16_stochastic(void **state)
+{
+	float x[32] = {0}, back[32];
+	uint8_t w[4 + 64];
+	struct cais_rng rng;
+	double sum = 0;
+	enum { T = 20000 };
+
+	(void)state;
+	x[0] = 30000.0f * 4; /* e = 2: a step of 4 */
+	x[1] = 1.25f;	     /* 0.3125 of a step */
+	cais_rng_seed(&rng, 11);
+	for (int t = 0; t < T; t++) {
+		impl->encode_b16(w, x, 32, CAIS_FLOAT32, 1.0f, false, &rng);
+		impl->decode_b16(back, w, 32, CAIS_FLOAT32, 1.0f);
+		CHECK(back[1] == 0.0f || back[1] == 4.0f, "%g", (double)back[1]);
+		assert_true(back[0] == x[0]);
+		sum += back[1];
+	}
+	/* mean 1.25, sd of the mean 4 x sqrt(p(1-p)) / sqrt(T) = 0.013 */
+	CHECK(fabs(sum / T - 1.25) < 0.06, "mean %g", sum / T);
+}
+
 /* ------------------------------------------- AVX2 against scalar, bit for bit */
 
 static void
@@ -1190,6 +1387,25 @@ compare_one(const struct cais_quant_ops *v, size_t n, size_t off)
 			CHECK(s1 == s2 && memcmp(d1, d2, cap) == 0,
 			      "encode n %zu dt %zu nearest %d", n, t, nearest);
 			CHECK(memcmp(&r1, &r2, sizeof(r1)) == 0, "rng after n %zu", n);
+			if (dt == CAIS_INT32)
+				continue;
+			memset(d1, 0xA5, cap);
+			memset(d2, 0xA5, cap);
+			s1 = s->encode_b16(d1 + off, src + off, n, dt, scale, nearest, &r1);
+			s2 = v->encode_b16(d2 + off, src + off, n, dt, scale, nearest, &r2);
+			CHECK(s1 == s2 && memcmp(d1, d2, cap) == 0,
+			      "encode_b16 n %zu dt %zu nearest %d", n, t, nearest);
+			CHECK(memcmp(&r1, &r2, sizeof(r1)) == 0, "rng after b16 n %zu", n);
+		}
+		if (dt != CAIS_INT32) {
+			/* decode any BLOCK16 payload: random exponents (0..255) and m */
+			for (size_t i = 0; i < cais_payload_bytes(CAIS_DT_BLOCK16, n); i++)
+				src[off + i] = (uint8_t)rnd32();
+			memset(d1, 0xA5, cap);
+			memset(d2, 0xA5, cap);
+			s->decode_b16(d1 + off, src + off, n, dt, 1.0f / scale);
+			v->decode_b16(d2 + off, src + off, n, dt, 1.0f / scale);
+			CHECK(memcmp(d1, d2, cap) == 0, "decode_b16 n %zu dt %zu", n, t);
 		}
 		/* decode random fixed point (and avg) */
 		fill_dt(src + off, n, CAIS_INT32);
@@ -1385,7 +1601,9 @@ test_avx2_stochastic_same_stream(void **state)
 	    cmocka_unit_test(test_rng_seed), cmocka_unit_test(test_nearest_even),                  \
 	    cmocka_unit_test(test_saturation), cmocka_unit_test(test_widen_all),                   \
 	    cmocka_unit_test(test_narrow), cmocka_unit_test(test_from_f32_mul),                    \
-	    cmocka_unit_test(test_reduce)
+	    cmocka_unit_test(test_reduce), cmocka_unit_test(test_b16_model),                       \
+	    cmocka_unit_test(test_b16_round_trip), cmocka_unit_test(test_b16_saturation),          \
+	    cmocka_unit_test(test_b16_stochastic)
 
 int
 main(void)

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The communicator (struct cais_comm of cais.h): its configuration, the
+ * submission queue that API threads fill, the per-tensor settings, the
+ * metrics, the flows (flow.h: a worker thread each, carrying the chunks),
+ * and the progress thread with what it owns (the peer channel, FETCH
+ * recovery, the rings, the requests). comm.c implements the API on top of
+ * it; join.c adds the managed mode.
+ */
+#ifndef AG_COMM_H
+#define AG_COMM_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <netinet/in.h>
+
+#include <cais/cais.h>
+
+#include "cache.h"
+#include "cmn_hist.h"
+#include "fetch.h"
+#include "flow.h"
+#include "managed.h"
+#include "peer.h"
+#include "pool.h"
+#include "quant.h"
+#include "req.h"
+#include "ring.h"
+
+/** Sockets one progress thread polls at most (peers x 2 + 3). */
+#define AG_MAX_POLL	   1024
+/** Collectives smaller than this are not sampled by the error alarm (too few values). */
+#define AG_CHECK_MIN_COUNT 256u
+
+/** Per-tensor settings. */
+struct ag_tensor {
+	uint32_t id;
+	double scale;	   /**< when has_scale; else the wire type's default */
+	bool has_scale;	   /**< set by cais_tensor_set() (or the manager) */
+	uint8_t wire;	   /**< CAIS_DT_*: how float collectives of it go */
+	bool offload;
+	bool disabled; /**< by the error alarm */
+	LIST_ENTRY(ag_tensor) link;
+};
+
+struct cais_comm {
+	struct cais_config cfg;
+	struct sockaddr_in *peers;  /**< world entries (cfg.peers points here) */
+	struct ag_managed *managed; /**< joined through cais-manager, or NULL */
+	const struct cais_quant_ops *q;
+
+	/* API threads, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /**< signalled on every completion */
+	struct ag_req_list submitted;
+	uint32_t next_seq; /**< seq0 of the next collective issued */
+	uint64_t innet_issued;
+	size_t threshold;
+	enum cais_path path;
+	LIST_HEAD(, ag_tensor) tensors;
+	struct cais_metrics m;		 /**< completions; the modules keep their own counters */
+	uint64_t hist[CMN_HIST_BUCKETS]; /**< completion times, ns */
+	int wake_fd;			 /**< eventfd: submissions, stop */
+	atomic_bool stop;
+	pthread_t thread;
+	bool thread_started;
+
+	/* the flows, and the progress thread's */
+	unsigned int nflows;
+	struct ag_flow *flows[AG_MAX_FLOWS];
+	struct ag_cache *cache;
+	struct ag_pool pool;
+	struct ag_peers *net;
+	struct ag_fetch *fetch;
+	struct ag_rings *rings;
+	struct ag_reqs reqs;
+	struct pollfd *pfd; /**< AG_MAX_POLL */
+};
+
+#endif /* AG_COMM_H */

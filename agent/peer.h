@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The peer channel (docs/PROTOCOL.md E2): TCP among the ranks' data
+ * addresses, through the switch as ordinary forwarded traffic. Transport
+ * only: connections, the 32-byte message header, per-connection output
+ * queues. What the messages mean is the owner's business: each whole
+ * message received goes to the owner's handler (struct ag_peer_handler).
+ *
+ * Every rank listens on its data IP and port. Control connections (FETCH,
+ * RING_REQ, FINISHED and their answers) are opened on first use by
+ * whichever side needs one; ring data goes on a connection of its own from
+ * each rank to the next, so small control messages never wait behind
+ * megabytes of ring data. Sockets are non-blocking; a failed outbound
+ * connection with data to send connects again after AG_CONNECT_RETRY_US.
+ * Used by one thread (the communicator's progress thread).
+ */
+#ifndef AG_PEER_H
+#define AG_PEER_H
+
+#include <poll.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+/** A peer not listening yet (starting up): connect again after this. */
+#define AG_CONNECT_RETRY_US 20000u
+/** Ring data moves in messages of at most this many bytes (bounded receive buffers). */
+#define AG_RING_PIECE	    (256u << 10)
+
+#define AG_MSG_MAGIC 0xCA15CA1Fu
+
+/** Message types (E2). */
+enum ag_msg_type {
+	AG_HELLO = 1, /**< first message of a connection: rank, connection kind */
+	AG_FETCH,     /**< seq, n: the results of seqs [seq, seq + n), please */
+	AG_FETCH_OK,  /**< seq, n elements, flags: one chunk's fixed-point result */
+	AG_FETCH_NO,  /**< seq, flags = enum ag_have: why not */
+	AG_RING_REQ,  /**< seq0, n chunks, off = count: I join the ring for this collective */
+	AG_FINISHED,  /**< seq0: I finished it in-network; fetch from me */
+	AG_RING_DATA, /**< seq0, n = step, off = byte offset in the segment: ring payload */
+};
+
+/** Wire header of every peer message; fields in network order. */
+struct ag_msg {
+	uint32_t magic;
+	uint8_t type;
+	uint8_t flags;
+	uint16_t rank;
+	uint32_t seq;
+	uint32_t n;
+	uint64_t off;
+	uint32_t len; /**< payload bytes after this header */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct ag_msg) == 32, "peer message header is 32 bytes");
+
+/** Fill a message header (network order) from this rank. */
+void ag_msg_init(struct ag_msg *h, unsigned int rank, enum ag_msg_type type, uint8_t flags,
+		 uint32_t seq, uint32_t n, uint64_t off, uint32_t len);
+
+/** What the owner hears from the channel. */
+struct ag_peer_handler {
+	void *ctx;
+	/**
+	 * A whole message from peer (any type but HELLO; the header still in
+	 * network order, payload h->len bytes, valid during the call).
+	 * @return 0, or -EPROTO to close the connection (a peer that broke
+	 *         the protocol)
+	 */
+	int (*message)(void *ctx, int peer, const struct ag_msg *h, const uint8_t *payload);
+	/** A ring message queued with ag_peers_send_ring() is out: its buffer is free. */
+	void (*ring_sent)(void *ctx, uint32_t seq0);
+};
+
+struct ag_peers;
+
+/**
+ * Listen on this rank's data address (TCP).
+ * @param rank, world   this rank, the world size
+ * @param addrs         world data addresses (copied)
+ * @param max_payload   largest payload a message may carry (bigger ones close the connection)
+ * @param h             the owner's handler (copied)
+ * @return 0 and *out; -ENOMEM; the -errno of socket(), bind() or listen()
+ */
+int ag_peers_open(struct ag_peers **out, unsigned int rank, unsigned int world,
+		  const struct sockaddr_in *addrs, uint32_t max_payload,
+		  const struct ag_peer_handler *h);
+
+/** Close every connection and free. NULL is ignored. */
+void ag_peers_close(struct ag_peers *p);
+
+/**
+ * Queue a message to peer, copying len bytes of data.
+ * @return 0; -EINVAL (peer is this rank or out of range); -ENOMEM
+ */
+int ag_peers_send(struct ag_peers *p, int peer, const struct ag_msg *h, const void *data,
+		  uint32_t len);
+
+/**
+ * Queue a ring message to the next rank; data is borrowed until the
+ * handler's ring_sent() for its seq0, or ag_peers_purge_ring().
+ * @return 0; -ENOMEM
+ */
+int ag_peers_send_ring(struct ag_peers *p, const struct ag_msg *h, const void *data, uint32_t len);
+
+/** Drop the queued ring messages of seq0 (their buffer goes away). */
+void ag_peers_purge_ring(struct ag_peers *p, uint32_t seq0);
+
+/** Accept, connect, read (handler calls) and write whatever is ready. */
+void ag_peers_progress(struct ag_peers *p, uint64_t now);
+
+/** Fill up to max pollfds for the channel's sockets. @return how many */
+unsigned int ag_peers_pollfds(const struct ag_peers *p, struct pollfd *pfd, unsigned int max);
+
+/** @return the earliest reconnect time (ns), or UINT64_MAX. */
+uint64_t ag_peers_next_timer(const struct ag_peers *p);
+
+#endif /* AG_PEER_H */

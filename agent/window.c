@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The switch window (window.h). Entries are indexed by seq mod S, so the
+ * entry of chunk seq + S is the one chunk seq held: the window's invariant
+ * (S in flight at most) is what makes that safe. Transmission is batched
+ * with sendmmsg, reception with recvmmsg.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/ip.h>
+#include <sys/socket.h>
+
+#include <cais/proto.h>
+
+#include "window.h"
+
+/** A chunk in the window, at index seq & (S - 1). */
+struct ag_window_entry {
+	uint32_t seq;	  /**< written before state; both read by other threads as hints */
+	uint8_t state;	  /**< enum ag_window_state */
+	bool unsent;	  /**< queued: its first transmission has not left yet */
+	uint16_t tries;	  /**< retransmissions so far */
+	uint16_t count;	  /**< elements */
+	uint8_t dtype;	  /**< wire dtype */
+	uint32_t len;	  /**< payload bytes */
+	uint32_t tensor;
+	void *owner;
+	uint32_t idx;
+	atomic_uint *retx; /**< the owner's retransmission counter */
+	const uint8_t *payload;
+	uint64_t deadline; /**< next (re)transmission */
+	uint64_t t_first;  /**< first transmission, for the RTT estimate */
+	struct cais_hdr hdr;
+};
+
+struct ag_window {
+	struct ag_window_conf conf;
+	struct ag_window_events ev;
+	int fd;
+	struct ag_window_entry *e; /**< S entries */
+	uint32_t base;		   /**< oldest seq the window may still hold */
+	uint32_t next;		   /**< the seq after the last one put in */
+	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
+	bool blocked;		   /**< the socket refused a send */
+	uint8_t *rxbuf;		   /**< AG_BATCH x AG_DGRAM */
+	struct ag_window_stats st;	 /**< updated with relaxed atomics */
+};
+
+static inline void
+count(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static inline struct ag_window_entry *
+entry(const struct ag_window *w, uint32_t seq)
+{
+	return &w->e[seq & (w->conf.slots - 1)];
+}
+
+static inline bool
+holds(const struct ag_window_entry *e, uint32_t seq)
+{
+	return e->state != AG_W_FREE && e->seq == seq;
+}
+
+/* state, for other threads to read (ag_window_state()) */
+static inline void
+set_state(struct ag_window_entry *e, uint8_t state)
+{
+	__atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
+}
+
+/* The MTU of the route to the switch, or 0 when it cannot be known. */
+static int
+path_mtu(const struct sockaddr_in *sw)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+	socklen_t l = sizeof(mtu);
+
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (const struct sockaddr *)sw, sizeof(*sw)) != 0 ||
+	    getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &l) != 0)
+		mtu = 0;
+	close(fd);
+	return mtu;
+}
+
+static int
+socket_open(const struct ag_window_conf *conf)
+{
+	int fd, buf = 16 << 20, one = 1, pmtu = IP_PMTUDISC_DO;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* a fragment is not CAIS to the switch: never fragment, the packet fits or fails */
+	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+	/* a window of RESULTs arrives in one burst: room for all of it (the FORCE
+	 * variants pass net.core.rmem_max where we may, e.g. as root) */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) != 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)) != 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&conf->local, sizeof(conf->local)) != 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int
+ag_window_open(struct ag_window **out, const struct ag_window_conf *conf,
+	       const struct ag_window_events *ev)
+{
+	struct ag_window *w;
+	int mtu = path_mtu(&conf->sw);
+
+	if (mtu > 0 && CAIS_IP_HLEN + CAIS_UDP_HLEN + CAIS_HDR_LEN +
+			       (unsigned int)conf->elems * CAIS_ELEM_SIZE >
+			   (unsigned int)mtu)
+		return -EMSGSIZE;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->conf = *conf;
+	w->ev = *ev;
+	w->base = w->next = conf->first_seq;
+	w->e = calloc(conf->slots, sizeof(*w->e));
+	w->rxbuf = malloc((size_t)AG_BATCH * AG_DGRAM);
+	w->fd = -1;
+	if (!w->e || !w->rxbuf) {
+		ag_window_close(w);
+		return -ENOMEM;
+	}
+	w->fd = socket_open(conf);
+	if (w->fd < 0) {
+		int err = w->fd;
+
+		ag_window_close(w);
+		return err;
+	}
+	*out = w;
+	return 0;
+}
+
+void
+ag_window_close(struct ag_window *w)
+{
+	if (!w)
+		return;
+	if (w->fd >= 0)
+		close(w->fd);
+	free(w->e);
+	free(w->rxbuf);
+	free(w);
+}
+
+int
+ag_window_fd(const struct ag_window *w)
+{
+	return w->fd;
+}
+
+/* ---- the timer ---- */
+
+static uint64_t
+rto(const struct ag_window *w, unsigned int tries)
+{
+	uint64_t floor_ns = (uint64_t)w->conf.retx_timeout_us * 1000;
+	uint64_t cap = (uint64_t)AG_RETX_CAP_US * 1000;
+	uint64_t t = w->srtt ? w->srtt + 4 * w->rttvar : floor_ns;
+
+	if (cap < floor_ns)
+		cap = floor_ns;
+	if (t < floor_ns)
+		t = floor_ns;
+	t <<= tries < 6 ? tries : 6;
+	return t < cap ? t : cap;
+}
+
+static void
+rtt_sample(struct ag_window *w, uint64_t sample)
+{
+	uint64_t err;
+
+	if (!w->srtt) {
+		w->srtt = sample;
+		w->rttvar = sample / 2;
+		return;
+	}
+	err = sample > w->srtt ? sample - w->srtt : w->srtt - sample;
+	w->rttvar = (3 * w->rttvar + err) / 4;
+	w->srtt = (7 * w->srtt + sample) / 8;
+}
+
+/* ---- entries ---- */
+
+/* Move base over seqs the window no longer holds. */
+static void
+advance_base(struct ag_window *w)
+{
+	while (w->base != w->next && !holds(entry(w, w->base), w->base))
+		w->base++;
+}
+
+static void
+release(struct ag_window *w, struct ag_window_entry *e)
+{
+	set_state(e, AG_W_FREE);
+	advance_base(w);
+}
+
+bool
+ag_window_room(const struct ag_window *w, uint32_t seq)
+{
+	uint32_t base = w->base;
+
+	while (base != w->next && !holds(entry(w, base), base))
+		base++;
+	/* an empty window skips to seq */
+	return base == w->next || seq - base < w->conf.slots;
+}
+
+void
+ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype, uint16_t count,
+	       const uint8_t *payload, void *owner, uint32_t idx, atomic_uint *retx)
+{
+	struct ag_window_entry *e = entry(w, seq);
+	struct cais_fields f;
+
+	advance_base(w);
+	if (w->base == w->next)
+		w->base = seq;
+	__atomic_store_n(&w->next, seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, seq, __ATOMIC_RELAXED);
+	set_state(e, AG_W_INFLIGHT);
+	e->unsent = true;
+	e->tries = 0;
+	e->count = count;
+	e->dtype = dtype;
+	e->len = cais_payload_bytes(dtype, count);
+	e->tensor = tensor;
+	e->owner = owner;
+	e->idx = idx;
+	e->retx = retx;
+	e->payload = payload;
+	e->deadline = 0;
+	cais_data_fields(&f, w->conf.tenant, w->conf.session, tensor, seq, w->conf.slots,
+			 w->conf.rank, count);
+	f.dtype = dtype;
+	cais_hdr_build(&e->hdr, &f);
+}
+
+void
+ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
+{
+	struct ag_window_entry *e = entry(w, seq);
+
+	if (!holds(e, seq))
+		return;
+	set_state(e, AG_W_INFLIGHT);
+	e->unsent = true;
+	e->tries = 0;
+	e->dtype = dtype;
+	e->len = cais_payload_bytes(dtype, e->count);
+	e->hdr.dtype = dtype;
+	e->hdr.flags &= (uint8_t)~CAIS_F_RETX;
+}
+
+void
+ag_window_resolved(struct ag_window *w, uint32_t seq)
+{
+	struct ag_window_entry *e = entry(w, seq);
+
+	if (holds(e, seq))
+		release(w, e);
+}
+
+void
+ag_window_forget(struct ag_window *w, const void *owner)
+{
+	for (uint32_t seq = w->base; seq != w->next; seq++) {
+		struct ag_window_entry *e = entry(w, seq);
+
+		if (holds(e, seq) && e->owner == owner)
+			set_state(e, AG_W_FREE);
+	}
+	advance_base(w);
+}
+
+enum ag_window_state
+ag_window_state(const struct ag_window *w, uint32_t seq)
+{
+	const struct ag_window_entry *e = entry(w, seq);
+	uint8_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+
+	return state != AG_W_FREE && __atomic_load_n(&e->seq, __ATOMIC_RELAXED) == seq
+		   ? (enum ag_window_state)state
+		   : AG_W_FREE;
+}
+
+uint32_t
+ag_window_next_seq(const struct ag_window *w)
+{
+	return __atomic_load_n(&w->next, __ATOMIC_RELAXED);
+}
+
+bool
+ag_window_blocked(const struct ag_window *w)
+{
+	return w->blocked;
+}
+
+/* ---- receive ---- */
+
+static void
+handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct sockaddr_in *from,
+	     uint64_t now)
+{
+	const struct cais_hdr *h = (const struct cais_hdr *)p;
+	struct ag_window_entry *e;
+	struct cais_fields f;
+	void *owner;
+	uint32_t idx;
+
+	if (from->sin_addr.s_addr != w->conf.sw.sin_addr.s_addr ||
+	    from->sin_port != w->conf.sw.sin_port)
+		return; /* not from the aggregator */
+	if (cais_hdr_check(p, len) != CAIS_HDR_OK)
+		return;
+	cais_hdr_read(h, &f);
+	if (f.tenant != w->conf.tenant || f.session != w->conf.session)
+		return;
+	e = entry(w, f.seq);
+	if (!holds(e, f.seq) || e->tensor != f.tensor ||
+	    ntohs(h->slot) != cais_slot_field(f.seq, w->conf.slots))
+		goto ignored;
+	if (f.type == CAIS_TYPE_REJECT) {
+		w->ev.reject(w->ev.ctx, e->owner, f.seq, f.reason, f.dtype);
+		return;
+	}
+	if (f.type != CAIS_TYPE_RESULT || f.count != e->count || f.dtype != e->dtype ||
+	    len < CAIS_HDR_LEN + (size_t)e->len)
+		goto ignored;
+	if (e->tries == 0)
+		rtt_sample(w, now - e->t_first);
+	owner = e->owner;
+	idx = e->idx;
+	release(w, e);
+	w->ev.result(w->ev.ctx, owner, idx, p + CAIS_HDR_LEN, f.count,
+		     cais_payload_bytes(f.dtype, f.count), f.flags);
+	return;
+ignored:
+	count(&w->st.results_ignored, 1);
+}
+
+void
+ag_window_rx(struct ag_window *w, uint64_t now)
+{
+	struct mmsghdr msgs[AG_BATCH];
+	struct iovec iov[AG_BATCH];
+	struct sockaddr_in from[AG_BATCH];
+
+	for (int round = 0; round < 64; round++) {
+		int n;
+
+		for (int i = 0; i < AG_BATCH; i++) {
+			iov[i].iov_base = w->rxbuf + (size_t)i * AG_DGRAM;
+			iov[i].iov_len = AG_DGRAM;
+			memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+			msgs[i].msg_hdr.msg_name = &from[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+		}
+		n = recvmmsg(w->fd, msgs, AG_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			return;
+		for (int i = 0; i < n; i++)
+			handle_dgram(w, iov[i].iov_base, msgs[i].msg_len, &from[i], now);
+		if (n < AG_BATCH)
+			return;
+	}
+}
+
+/* ---- transmit ---- */
+
+struct tx_batch {
+	unsigned int n;
+	struct mmsghdr msgs[AG_BATCH];
+	struct iovec iov[AG_BATCH][2];
+	struct ag_window_entry *e[AG_BATCH];
+	bool fresh[AG_BATCH];
+};
+
+static void
+batch_add(struct ag_window *w, struct tx_batch *b, struct ag_window_entry *e)
+{
+	unsigned int i = b->n++;
+
+	b->iov[i][0].iov_base = &e->hdr;
+	b->iov[i][0].iov_len = CAIS_HDR_LEN;
+	b->iov[i][1].iov_base = (void *)e->payload;
+	b->iov[i][1].iov_len = e->len;
+	memset(&b->msgs[i].msg_hdr, 0, sizeof(b->msgs[i].msg_hdr));
+	b->msgs[i].msg_hdr.msg_iov = b->iov[i];
+	b->msgs[i].msg_hdr.msg_iovlen = 2;
+	b->msgs[i].msg_hdr.msg_name = &w->conf.sw;
+	b->msgs[i].msg_hdr.msg_namelen = sizeof(w->conf.sw);
+	b->e[i] = e;
+	b->fresh[i] = e->unsent;
+}
+
+/*
+ * Send a batch. What the socket refused for now stays due (a fresh chunk
+ * stays unsent, a retransmission is undone); what it refused for good (a
+ * firewall's EPERM) counts as lost on the wire, so the timers, the retries
+ * and the peers decide, as for loss. @return false when the socket is full
+ */
+static bool
+batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
+{
+	unsigned int sent = 0, fresh = 0, retx = 0;
+
+	while (sent < b->n) {
+		int k = sendmmsg(w->fd, b->msgs + sent, b->n - sent, MSG_DONTWAIT);
+
+		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
+		    errno != EINTR) {
+			count(&w->st.send_errors, 1);
+			k = 1;
+		}
+		if (k <= 0)
+			break;
+		sent += (unsigned int)k;
+	}
+	for (unsigned int i = 0; i < b->n; i++) {
+		struct ag_window_entry *e = b->e[i];
+
+		if (i < sent) {
+			if (b->fresh[i]) {
+				e->unsent = false;
+				e->t_first = now;
+				e->deadline = now + rto(w, 0);
+				fresh++;
+			} else {
+				retx++;
+			}
+		} else if (!b->fresh[i]) {
+			e->deadline = now;
+			e->tries--;
+			atomic_fetch_sub_explicit(e->retx, 1, memory_order_relaxed);
+		}
+	}
+	w->blocked = sent < b->n;
+	count(&w->st.chunks_sent, fresh);
+	count(&w->st.retransmissions, retx);
+	b->n = 0;
+	return !w->blocked;
+}
+
+void
+ag_window_tx(struct ag_window *w, uint64_t now)
+{
+	struct tx_batch b;
+	struct {
+		void *owner;
+		uint32_t seq;
+	} silent[AG_BATCH];
+	unsigned int n_silent = 0;
+
+	b.n = 0;
+	advance_base(w);
+	for (uint32_t seq = w->base; seq != w->next; seq++) {
+		struct ag_window_entry *e = entry(w, seq);
+
+		if (!holds(e, seq) || (!e->unsent && (int64_t)(now - e->deadline) < 0))
+			continue;
+		if (!e->unsent) {
+			if (e->state == AG_W_INFLIGHT && e->tries >= w->conf.retries) {
+				/* reported after the batch is out: the owner may forget
+				 * chunks that the batch still points at */
+				if (n_silent == AG_BATCH)
+					continue; /* the next call reports it */
+				set_state(e, AG_W_SILENT);
+				silent[n_silent].owner = e->owner;
+				silent[n_silent++].seq = seq;
+			}
+			e->hdr.flags |= CAIS_F_RETX;
+			e->tries++;
+			atomic_fetch_add_explicit(e->retx, 1, memory_order_relaxed);
+			e->deadline = now + rto(w, e->tries);
+		}
+		batch_add(w, &b, e);
+		if (b.n == AG_BATCH && !batch_flush(w, &b, now))
+			break;
+	}
+	batch_flush(w, &b, now);
+	for (unsigned int i = 0; i < n_silent; i++)
+		if (ag_window_state(w, silent[i].seq) == AG_W_SILENT)
+			w->ev.silent(w->ev.ctx, silent[i].owner, silent[i].seq);
+}
+
+uint64_t
+ag_window_next_timer(const struct ag_window *w, uint64_t now)
+{
+	uint64_t t = UINT64_MAX;
+
+	if (w->blocked)
+		return now + 100000; /* a tenth of a millisecond: try the socket again */
+	for (uint32_t seq = w->base; seq != w->next; seq++) {
+		const struct ag_window_entry *e = entry(w, seq);
+
+		if (!holds(e, seq))
+			continue;
+		if (e->unsent)
+			return now;
+		if (e->deadline < t)
+			t = e->deadline;
+	}
+	return t;
+}
+
+void
+ag_window_stats(const struct ag_window *w, struct ag_window_stats *out)
+{
+	out->chunks_sent = __atomic_load_n(&w->st.chunks_sent, __ATOMIC_RELAXED);
+	out->retransmissions = __atomic_load_n(&w->st.retransmissions, __ATOMIC_RELAXED);
+	out->results_ignored = __atomic_load_n(&w->st.results_ignored, __ATOMIC_RELAXED);
+	out->send_errors = __atomic_load_n(&w->st.send_errors, __ATOMIC_RELAXED);
+}
