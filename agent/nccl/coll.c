@@ -2,23 +2,33 @@
 /*
  * ncclCollNet: all-reduce through the switch, with libcais.
  *
- * listen() publishes this rank's data address (the plugin's device, the
- * rank's CAIS port) in the handle; NCCL hands every rank all the handles,
- * and connect() builds a libcais communicator from them:
+ * listen() takes this rank's data port (port.c) and opens its agreement
+ * listener (agree.c), and publishes both in the handle; NCCL hands every
+ * rank all the handles, and connect() builds a libcais communicator from
+ * them:
  *  - static mode (CAIS_SWITCH): the switch's session lists its members by
  *    address, so a rank's libcais rank is the position of its address among
- *    all the handles' addresses in ascending order, whatever NCCL's ranks;
+ *    all the handles' addresses in ascending order, whatever NCCL's ranks.
+ *    The k-th CollNet communicator open at once in a process (k from 0)
+ *    uses port CAIS_PORT + k and session CAIS_SESSION + k;
  *  - managed mode (CAIS_MANAGER): the ranks join cais-manager under a job
- *    named after collnet rank 0's handle, which every rank sees alike.
+ *    named after collnet rank 0's handle, which every rank sees alike, from
+ *    a port of their own.
  * A one-element all-reduce on the switch-only path proves the switch serves
- * the session before NCCL relies on it; if it does not, connect() fails, says
- * why, and NCCL keeps its own algorithms.
+ * the session before NCCL relies on it. Then the ranks agree (agree.c): if
+ * any rank failed, connect() fails on every rank, says why, and NCCL keeps
+ * its own algorithms for the communicator.
  *
  * NCCL's proxy calls iallreduce() on host (staging) buffers and test()s the
  * requests in order; every iallreduce is one libcais collective, with
  * libcais's own offload threshold at 0 (NCCL cuts all-reduces into pieces;
  * the tuner applies CAIS_THRESHOLD to the whole all-reduce). Requests come
  * from a fixed pool per communicator: a full pool answers "would block".
+ *
+ * State lives in the comms and in the v11 context of the NCCL communicator
+ * that made them (the listen comms NCCL may leave behind); the tables of
+ * v6..v10, which have no contexts, share one that lives as long as the
+ * process.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,25 +46,28 @@
 
 #include "plugin.h"
 
-#define NP_COLL_MAGIC 0xCA15C011u
 /** Collectives in flight per communicator: NCCL keeps NCCL_STEPS (8) per group of channels. */
-#define NP_COLL_REQS  128u
+#define NP_COLL_REQS 128u
 
-/** The CollNet listen handle; addresses in network order. */
-struct np_coll_handle {
-	uint32_t magic;
-	uint32_t ip;
-	uint16_t port;
-	uint16_t pad;
-	uint32_t seq_hint; /**< rank 0's is everyone's first seq (static mode) */
-	uint64_t nonce;	   /**< rank 0's names the job (managed mode) */
-};
 _Static_assert(sizeof(struct np_coll_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits NCCL's");
 
-/* NCCL does not close a listen comm whose connect failed: finalize does. */
+struct np_coll_ctx;
+
+/* From listen() to closeListen(), or to the context's finalize when NCCL
+ * forgets it (it does not close the listen comm of a failed connect). */
 struct np_coll_listen {
-	struct np_coll_handle h;
+	struct np_coll_ctx *ctx;
 	LIST_ENTRY(np_coll_listen) link;
+	struct np_coll_handle h;
+	struct np_port port;   /**< held until connect() hands it to libcais */
+	struct np_agree agree; /**< open until connect() returns */
+};
+
+/** What a CollNet context owns: the listen comms made through it. */
+struct np_coll_ctx {
+	uint64_t comm_id;
+	pthread_mutex_t lock;
+	LIST_HEAD(, np_coll_listen) listens;
 };
 
 struct np_coll_req {
@@ -66,14 +79,18 @@ struct np_coll_req {
 
 struct np_coll {
 	struct cais_comm *comm;
+	struct np_port port;	  /**< the data port, given back at close */
 	unsigned int rank, world; /**< libcais's */
 	unsigned int nccl_rank;
 	uint64_t issued, in_network, ring, mrs;
 	struct np_coll_req req[NP_COLL_REQS];
 };
 
-static pthread_mutex_t listens_lock = PTHREAD_MUTEX_INITIALIZER;
-static LIST_HEAD(, np_coll_listen) listens = LIST_HEAD_INITIALIZER(listens);
+/* The context of the tables without contexts (v6..v10). */
+static struct np_coll_ctx legacy_ctx = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .listens = LIST_HEAD_INITIALIZER(legacy_ctx.listens),
+};
 
 /* ---- mapping NCCL's types ---- */
 
@@ -102,11 +119,8 @@ static bool
 map_op(ncclRedOp_t op, enum cais_redop *out)
 {
 	switch (op) {
-	case ncclSum:
+	case ncclSum: /* also NCCL's avg: the network sees a sum, the GPU divides */
 		*out = CAIS_OP_SUM;
-		return true;
-	case ncclAvg:
-		*out = CAIS_OP_AVG;
 		return true;
 	case ncclMax:
 		*out = CAIS_OP_MAX;
@@ -119,7 +133,7 @@ map_op(ncclRedOp_t op, enum cais_redop *out)
 	}
 }
 
-/* The switch's tensor entry for an op (avg is aggregated as a sum). */
+/* The switch's tensor entry for an op. */
 static uint32_t
 tensor_of(enum cais_redop op)
 {
@@ -161,55 +175,61 @@ coll_props_v11(int d, ncclNetProperties_v11_t *p)
 	return ncclSuccess;
 }
 
-/* A port free for both UDP and TCP on addr (libcais binds both). */
-static uint16_t
-free_port(struct in_addr addr)
+/* Give back what a listen comm holds; the struct stays. */
+static void
+listen_release(struct np_coll_listen *l)
 {
-	for (int tries = 0; tries < 20; tries++) {
-		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = addr};
-		socklen_t alen = sizeof(a);
-		int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		uint16_t port = 0;
-
-		if (t >= 0 && u >= 0 && bind(t, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		    getsockname(t, (struct sockaddr *)&a, &alen) == 0 &&
-		    bind(u, (struct sockaddr *)&a, sizeof(a)) == 0)
-			port = ntohs(a.sin_port);
-		if (t >= 0)
-			close(t);
-		if (u >= 0)
-			close(u);
-		if (port)
-			return port;
-	}
-	return 0;
+	np_port_give_back(&l->port);
+	np_agree_close(&l->agree);
 }
 
 static ncclResult_t
-coll_listen(int d, void *handle, void **listen_comm)
+coll_listen(struct np_coll_ctx *ctx, int d, void *handle, void **listen_comm)
 {
 	const struct np_dev *dev = np_device();
 	const struct np_conf *cf = np_conf();
 	struct np_coll_handle *h = handle;
 	struct np_coll_listen *l;
 	struct timespec ts;
-	uint16_t port = cf->port;
+	int rc;
 
+	*listen_comm = NULL;
 	if (d != 0 || !np_coll_enabled())
 		return ncclInternalError;
-	if (port == 0 && (port = free_port(dev->addr)) == 0) {
-		NP_WARN("CAIS: CollNet listen: no free port on %s", dev->name);
-		return ncclSystemError;
-	}
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return ncclSystemError;
+	l->ctx = ctx;
+	l->agree.fd = -1;
+	rc = np_port_take(dev->addr, cf->port, &l->port);
+	if (rc) {
+		if (cf->port)
+			NP_WARN(
+			    "CAIS: CollNet listen: ports %u..%u of %s are all taken (%s): at most "
+			    "%u CollNet communicators at once per host",
+			    cf->port, cf->port + NP_MAX_COLL_COMMS - 1, dev->name,
+			    cais_strerror(rc), NP_MAX_COLL_COMMS);
+		else
+			NP_WARN("CAIS: CollNet listen: no free port on %s: %s", dev->name,
+				cais_strerror(rc));
+		free(l);
+		return ncclSystemError;
+	}
+	rc = np_agree_open(&l->agree, dev->addr);
+	if (rc) {
+		NP_WARN("CAIS: CollNet listen: agreement listener on %s: %s", dev->name,
+			cais_strerror(rc));
+		listen_release(l);
+		free(l);
+		return ncclSystemError;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	memset(h, 0, sizeof(*h));
 	h->magic = NP_COLL_MAGIC;
 	h->ip = dev->addr.s_addr;
-	h->port = htons(port);
+	h->port = htons(l->port.port);
+	h->agree_port = l->agree.port;
+	h->slot = cf->port ? (uint16_t)(l->port.port - cf->port) : 0;
 	/* A switch keeps the seqs of its slots: a job that reuses a session of a
 	 * running switch must start past them, or its chunks count as stale.
 	 * Time does that without a shared counter, as long as earlier jobs used
@@ -223,9 +243,9 @@ coll_listen(int d, void *handle, void **listen_comm)
 	if (getrandom(&h->nonce, sizeof(h->nonce), 0) != sizeof(h->nonce))
 		h->nonce = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ (uintptr_t)l;
 	l->h = *h;
-	pthread_mutex_lock(&listens_lock);
-	LIST_INSERT_HEAD(&listens, l, link);
-	pthread_mutex_unlock(&listens_lock);
+	pthread_mutex_lock(&ctx->lock);
+	LIST_INSERT_HEAD(&ctx->listens, l, link);
+	pthread_mutex_unlock(&ctx->lock);
 	*listen_comm = l;
 	return ncclSuccess;
 }
@@ -237,9 +257,10 @@ coll_close_listen(void *listen_comm)
 
 	if (!l)
 		return ncclSuccess;
-	pthread_mutex_lock(&listens_lock);
+	pthread_mutex_lock(&l->ctx->lock);
 	LIST_REMOVE(l, link);
-	pthread_mutex_unlock(&listens_lock);
+	pthread_mutex_unlock(&l->ctx->lock);
+	listen_release(l);
 	free(l);
 	return ncclSuccess;
 }
@@ -274,7 +295,7 @@ fill_config(struct cais_config *cfg)
 	cfg->check_every = cf->check_every;
 }
 
-/* Static mode: ranks by address. @return 0 or -errno */
+/* Static mode: ranks by address, session by slot. @return 0 or -errno */
 static int
 create_static(struct np_coll_handle **hs, int nranks, int rank, struct np_coll *c)
 {
@@ -285,6 +306,7 @@ create_static(struct np_coll_handle **hs, int nranks, int rank, struct np_coll *
 	if (!peers)
 		return -ENOMEM;
 	fill_config(&cfg);
+	cfg.session = (uint16_t)(np_conf()->session + hs[0]->slot);
 	for (int i = 0; i < nranks; i++) {
 		unsigned int pos = 0;
 
@@ -339,9 +361,9 @@ create_managed(struct np_coll_handle **hs, int nranks, int rank, struct np_coll 
 		return rc;
 	c->rank = (unsigned int)rank;
 	/* every rank registers the same tensors; the step's list sets their scales */
-	if ((rc = cais_tensor_register(c->comm, cf->tensor_sum, CAIS_OP_SUM)) != 0 ||
-	    (rc = cais_tensor_register(c->comm, cf->tensor_max, CAIS_OP_MAX)) != 0 ||
-	    (rc = cais_tensor_register(c->comm, cf->tensor_min, CAIS_OP_MIN)) != 0 ||
+	if ((rc = cais_tensor_register(c->comm, cf->tensor_sum, CAIS_OP_SUM, CAIS_FLOAT32)) != 0 ||
+	    (rc = cais_tensor_register(c->comm, cf->tensor_max, CAIS_OP_MAX, CAIS_FLOAT32)) != 0 ||
+	    (rc = cais_tensor_register(c->comm, cf->tensor_min, CAIS_OP_MIN, CAIS_FLOAT32)) != 0 ||
 	    (rc = cais_step_begin(c->comm, 1)) != 0) {
 		cais_comm_destroy(c->comm);
 		c->comm = NULL;
@@ -364,56 +386,152 @@ probe(struct np_coll *c)
 	return rc;
 }
 
+/* What every rank can check alike from the handles. @return 0 or -errno, why in *why */
+static int
+check_handles(struct np_coll_handle **hs, int nranks, int rank, char *why, size_t len)
+{
+	if (nranks < 1 || nranks > 255 || rank < 0 || rank >= nranks) {
+		snprintf(why, len, "rank %d of %d is out of range", rank, nranks);
+		return -EINVAL;
+	}
+	for (int i = 0; i < nranks; i++) {
+		if (!hs[i] || hs[i]->magic != NP_COLL_MAGIC) {
+			snprintf(why, len, "collnet rank %d's handle is not this plugin's", i);
+			return -EPROTO;
+		}
+		/* static mode: the k-th communicator of every host is session + k */
+		if (!np_conf()->manager && hs[i]->slot != hs[0]->slot) {
+			snprintf(
+			    why, len,
+			    "collnet rank %d is its host's CollNet communicator %u, rank 0's is "
+			    "%u: static mode needs the same on every host (the communicators "
+			    "opened in the same order; else CAIS_MANAGER)",
+			    i, hs[i]->slot, hs[0]->slot);
+			return -EXDEV;
+		}
+	}
+	if (!np_conf()->manager && np_conf()->session + hs[0]->slot > 65535) {
+		snprintf(why, len, "session %u + %u is past 65535", np_conf()->session,
+			 hs[0]->slot);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+/* This rank's part: the communicator and the probe. @return 0 or -errno, why in *why */
+static int
+connect_local(struct np_coll_listen *l, struct np_coll_handle **hs, int nranks, int rank,
+	      struct np_coll *c, char *why, size_t len)
+{
+	const struct np_conf *cf = np_conf();
+	int rc = check_handles(hs, nranks, rank, why, len);
+
+	if (rc)
+		return rc;
+	c->world = (unsigned int)nranks;
+	c->nccl_rank = (unsigned int)rank;
+	for (unsigned int i = 0; i < NP_COLL_REQS; i++)
+		c->req[i].c = c;
+	/* the port goes to the communicator, and is given back with it */
+	np_port_hand_over(&l->port);
+	c->port = l->port;
+	l->port.port = 0;
+	rc = cf->manager ? create_managed(hs, nranks, rank, c) : create_static(hs, nranks, rank, c);
+	if (rc) {
+		snprintf(why, len, "%s: %s",
+			 cf->manager ? "joining through the manager" : "creating the communicator",
+			 cais_strerror(rc));
+		return rc;
+	}
+	rc = probe(c);
+	if (rc) {
+		snprintf(why, len, "the switch did not aggregate a probe: %s", cais_strerror(rc));
+		return rc;
+	}
+	if (cf->test_fail_probe) {
+		/* as a switch that does not serve this host would */
+		snprintf(why, len, "the probe counts as failed (CAIS_NCCL_TEST_FAIL=probe)");
+		return -ECONNREFUSED;
+	}
+	return 0;
+}
+
+/* How long rank 0 waits for the slowest rank's outcome beyond its own. */
+static uint32_t
+agree_wait_ms(void)
+{
+	const struct np_conf *cf = np_conf();
+
+	/* the probe is bounded by libcais's timeout; joining the manager too */
+	return (cf->manager ? 2 : 1) * cf->timeout_ms + NP_AGREE_SLACK_MS;
+}
+
 static ncclResult_t
 coll_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
 {
 	const struct np_conf *cf = np_conf();
 	struct np_coll_handle **hs = (struct np_coll_handle **)handles;
-	const char *where = cf->manager ? cf->manager : inet_ntoa(cf->sw.sin_addr);
+	struct np_coll_listen *l = listen_comm;
+	struct sockaddr_in rank0 = {.sin_family = AF_INET};
+	char where[INET_ADDRSTRLEN + 64];
+	uint64_t t0 = np_now_ms(), t1;
 	struct np_coll *c;
-	const char *stage = "handles";
-	int rc = 0;
+	char why[256] = "";
+	unsigned int who = UINT32_MAX;
+	int local, rc;
 
-	(void)listen_comm;
 	*coll_comm = NULL;
-	if (nranks < 1 || nranks > 255 || rank < 0 || rank >= nranks) {
-		rc = -EINVAL;
+	if (!l)
+		return ncclInternalError;
+	if (cf->manager) {
+		snprintf(where, sizeof(where), "manager %s", cf->manager);
 	} else {
-		for (int i = 0; i < nranks; i++)
-			if (!hs[i] || hs[i]->magic != NP_COLL_MAGIC)
-				rc = -EPROTO;
+		inet_ntop(AF_INET, &cf->sw.sin_addr, where, INET_ADDRSTRLEN);
+		snprintf(where + strlen(where), sizeof(where) - strlen(where), " session %u/%u",
+			 cf->tenant, cf->session + (hs[0] ? hs[0]->slot : 0));
 	}
-	c = rc ? NULL : calloc(1, sizeof(*c));
-	if (!rc && !c)
-		rc = -ENOMEM;
-	if (!rc) {
-		c->world = (unsigned int)nranks;
-		c->nccl_rank = (unsigned int)rank;
-		for (unsigned int i = 0; i < NP_COLL_REQS; i++)
-			c->req[i].c = c;
-		stage = cf->manager ? "joining through the manager" : "creating the communicator";
-		rc = cf->manager ? create_managed(hs, nranks, rank, c)
-				 : create_static(hs, nranks, rank, c);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		listen_release(l); /* the others fail too: rank 0 never hears from this one */
+		return ncclSystemError;
 	}
-	if (!rc) {
-		stage = "the switch did not aggregate a probe";
-		rc = probe(c);
+	c->port.fd = -1;
+	local = connect_local(l, hs, nranks, rank, c, why, sizeof(why));
+	t1 = np_now_ms();
+	rc = local;
+	/* every rank sees the same handles: where rank 0's is unusable, all fail here */
+	if (rank >= 0 && rank < nranks && hs[0] && hs[0]->magic == NP_COLL_MAGIC) {
+		rank0.sin_addr.s_addr = hs[0]->ip;
+		rank0.sin_port = hs[0]->agree_port;
+		rc = np_agree(&l->agree, &rank0, hs[0]->nonce, (unsigned int)rank,
+			      (unsigned int)nranks, local, agree_wait_ms(), &who);
 	}
+	np_agree_close(&l->agree);
 	if (rc) {
-		NP_WARN("CAIS: CollNet unavailable on rank %d of %d (%s %s): %s: %s; NCCL falls "
-			"back to its own algorithms",
-			rank, nranks, cf->manager ? "manager" : "switch", where, stage,
-			cais_strerror(rc));
-		if (c && c->comm)
+		if (!local && who == UINT32_MAX)
+			snprintf(why, sizeof(why), "no verdict from collnet rank 0: %s",
+				 rc == -ECANCELED ? "it decided without this rank"
+						  : cais_strerror(rc));
+		else if (!local)
+			snprintf(why, sizeof(why), "collnet rank %u %s%s", who,
+				 rc == -ETIMEDOUT ? "did not report in time" : "failed: ",
+				 rc == -ETIMEDOUT ? "" : cais_strerror(rc));
+		NP_WARN("CAIS: CollNet unavailable on rank %d of %d (%s%s): %s; every rank falls "
+			"back to NCCL's own algorithms",
+			rank, nranks, cf->manager ? "" : "switch ", where, why);
+		if (c->comm)
 			cais_comm_destroy(c->comm);
+		np_port_give_back(&c->port);
 		free(c);
+		listen_release(l); /* NCCL forgets l: its context frees it */
 		return ncclInvalidUsage;
 	}
 	NP_INFO(NCCL_INIT | NCCL_NET,
-		"CAIS: CollNet rank %d of %d is CAIS rank %u (%s %s, %u slots x %u elements, "
-		"scale %g)",
-		rank, nranks, c->rank, cf->manager ? "manager" : "switch", where, cf->slots,
-		cf->elems, cf->scale);
+		"CAIS: CollNet rank %d of %d is CAIS rank %u (communicator %016llx; %s%s, port %u, "
+		"%u slots x %u elements, scale %g); connect %llu ms, agreement %llu ms",
+		rank, nranks, c->rank, (unsigned long long)l->ctx->comm_id,
+		cf->manager ? "" : "switch ", where, c->port.port, cf->slots, cf->elems, cf->scale,
+		(unsigned long long)(t1 - t0), (unsigned long long)(np_now_ms() - t1));
 	*coll_comm = c;
 	return ncclSuccess;
 }
@@ -553,6 +671,7 @@ coll_close(void *coll_comm)
 			(unsigned long long)m.retransmissions, m.p50_us, m.p99_us);
 	/* requests NCCL never tested end with the communicator */
 	cais_comm_destroy(c->comm);
+	np_port_give_back(&c->port);
 	free(c);
 	return ncclSuccess;
 }
@@ -566,37 +685,57 @@ coll_init_v6(ncclDebugLogger_t log)
 	return ncclSuccess; /* no device is "0 devices", not an error */
 }
 
+/* v11: a context per NCCL communicator, holding its listen comms. */
 static ncclResult_t
 coll_init_v11(void **ctx, uint64_t comm_id, ncclDebugLogger_t log)
 {
-	static int context;
+	struct np_coll_ctx *x = calloc(1, sizeof(*x));
 
-	(void)comm_id;
-	*ctx = &context;
-	return coll_init_v6(log);
+	*ctx = NULL;
+	if (!x)
+		return ncclSystemError;
+	coll_init_v6(log);
+	x->comm_id = comm_id;
+	pthread_mutex_init(&x->lock, NULL);
+	LIST_INIT(&x->listens);
+	*ctx = x;
+	return ncclSuccess;
 }
 
-/* Free the listen comms NCCL left behind (those of failed connects). */
+/* Free the listen comms NCCL left behind in this context (those of failed
+ * connects); other communicators' contexts are not touched. */
 static ncclResult_t
 coll_finalize_v11(void *ctx)
 {
+	struct np_coll_ctx *x = ctx;
 	struct np_coll_listen *l;
 
-	(void)ctx;
-	pthread_mutex_lock(&listens_lock);
-	while ((l = LIST_FIRST(&listens)) != NULL) {
+	if (!x)
+		return ncclSuccess;
+	pthread_mutex_lock(&x->lock);
+	while ((l = LIST_FIRST(&x->listens)) != NULL) {
 		LIST_REMOVE(l, link);
+		listen_release(l);
 		free(l);
 	}
-	pthread_mutex_unlock(&listens_lock);
+	pthread_mutex_unlock(&x->lock);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
 	return ncclSuccess;
 }
 
 static ncclResult_t
 coll_listen_v11(void *ctx, int d, void *handle, void **listen_comm)
 {
-	(void)ctx;
-	return coll_listen(d, handle, listen_comm);
+	if (!ctx)
+		return ncclInternalError;
+	return coll_listen(ctx, d, handle, listen_comm);
+}
+
+static ncclResult_t
+coll_listen_v6(int d, void *handle, void **listen_comm)
+{
+	return coll_listen(&legacy_ctx, d, handle, listen_comm);
 }
 
 NP_PROPS_ADAPTER(coll_props, 9)
@@ -640,7 +779,7 @@ coll_iallreduce_int(void *coll_comm, void *send, void *recv, int count, ncclData
 		COLL_TABLE_COMMON,                                                                 \
 		.init = coll_init_v6,                                                              \
 		.getProperties = props_fn,                                                         \
-		.listen = coll_listen,                                                             \
+		.listen = coll_listen_v6,                                                          \
 		.regMr = reg_mr_fn,                                                                \
 		.iallreduce = allreduce_fn,                                                        \
 	}

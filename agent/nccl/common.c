@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -43,6 +44,15 @@ np_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 	else if (level == NCCL_LOG_WARN || getenv("CAIS_NCCL_DEBUG"))
 		fprintf(stderr, "CAIS NCCL plugin %s: %s\n",
 			level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
+}
+
+uint64_t
+np_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- environment ---- */
@@ -139,6 +149,12 @@ read_conf(void)
 		conf.first_seq = 0;
 		env_u32("CAIS_FIRST_SEQ", UINT32_MAX, &conf.first_seq);
 		conf.have_first_seq = true;
+	}
+	if (getenv("CAIS_NCCL_TEST_FAIL")) {
+		conf.test_fail_probe = strcmp(getenv("CAIS_NCCL_TEST_FAIL"), "probe") == 0;
+		NP_WARN("CAIS: CAIS_NCCL_TEST_FAIL=%s: %s", getenv("CAIS_NCCL_TEST_FAIL"),
+			conf.test_fail_probe ? "this rank's CollNet probes count as failed (a test)"
+					     : "unknown; ignored");
 	}
 	if (getenv("CAIS_SCALE")) {
 		d = strtod(getenv("CAIS_SCALE"), &end);

@@ -13,7 +13,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
@@ -24,33 +23,37 @@
 
 /** Requests in flight per comm: NCCL's NCCL_NET_MAX_REQUESTS. */
 #define NP_NET_REQS	  32u
-#define NP_NET_MAGIC	  0xCA15AE7Bu
-/** Bound on connect()/the first bytes of an accepted connection. */
-#define NP_CONNECT_MS	  30000
 /** Socket buffers: a few of NCCL's 512 KiB net chunks in flight. */
 #define NP_SOCK_BUF_BYTES (4 << 20)
+/** Connections a listen comm reads hellos from at once (one is NCCL's; the
+ * rest are strays or stale, dropped after NP_CONNECT_MS). */
+#define NP_ACCEPT_PENDING 8u
+/** Wait before connecting again to a refusing listener. */
+#define NP_RETRY_MS	  20u
 
-/** The listen handle, in NCCL's 128 bytes; addresses in network order. */
-struct np_net_handle {
-	uint32_t magic;
-	uint32_t ip;
-	uint16_t port;
-	uint16_t pad;
-	uint32_t pad2;
-	uint64_t nonce; /**< identifies the listener in the connection's hello */
-};
 _Static_assert(sizeof(struct np_net_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits NCCL's");
 
-/** The first bytes on a connection. */
-struct np_hello {
-	uint32_t magic;
-	uint32_t pad;
-	uint64_t nonce;
+/** An accepted connection whose hello has not all arrived. */
+struct np_accepting {
+	int fd; /**< -1: a free entry */
+	uint64_t since;
+	size_t got;
+	struct np_hello hello;
 };
 
 struct np_listen {
 	int fd;
 	uint64_t nonce;
+	struct np_accepting pend[NP_ACCEPT_PENDING];
+};
+
+/** A connect in progress, between NCCL's calls (in the handle's stage). */
+struct np_connecting {
+	int fd;		   /**< -1: waiting to try again */
+	uint64_t deadline; /**< give up then */
+	uint64_t retry_at; /**< the next attempt after a refusal */
+	size_t sent;	   /**< hello bytes sent */
+	struct np_hello hello;
 };
 
 enum np_req_state { NP_REQ_FREE = 0, NP_REQ_PENDING, NP_REQ_DONE };
@@ -76,14 +79,11 @@ struct np_comm {
 	struct np_req req[NP_NET_REQS];
 };
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+/** A v11 context: one per NCCL communicator. Every comm is its own (a socket
+ * and its requests): the context only names the communicator. */
+struct np_net_ctx {
+	uint64_t comm_id;
+};
 
 static void
 tune_socket(int fd)
@@ -93,30 +93,6 @@ tune_socket(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-}
-
-/* Move len bytes with a deadline (blocking use of a non-blocking socket). */
-static int
-io_all(int fd, void *p, size_t len, bool out, uint64_t deadline)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = out ? send(fd, (char *)p + got, len - got, MSG_NOSIGNAL)
-				: recv(fd, (char *)p + got, len - got, 0);
-		struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
-
-		if (n > 0) {
-			got += (size_t)n;
-			continue;
-		}
-		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-			return n == 0 ? -ECONNRESET : -errno;
-		if (now_ms() > deadline)
-			return -ETIMEDOUT;
-		poll(&pfd, 1, 100);
-	}
-	return 0;
 }
 
 static ncclResult_t
@@ -133,6 +109,8 @@ net_listen(int d, void *handle, void **listen_comm)
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return ncclSystemError;
+	for (unsigned int i = 0; i < NP_ACCEPT_PENDING; i++)
+		l->pend[i].fd = -1;
 	a.sin_addr = dev->addr;
 	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (l->fd < 0 || bind(l->fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
@@ -144,7 +122,7 @@ net_listen(int d, void *handle, void **listen_comm)
 		return ncclSystemError;
 	}
 	if (getrandom(&l->nonce, sizeof(l->nonce), 0) != sizeof(l->nonce))
-		l->nonce = now_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)l;
+		l->nonce = np_now_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)l;
 	memset(h, 0, sizeof(*h));
 	h->magic = NP_NET_MAGIC;
 	h->ip = a.sin_addr.s_addr;
@@ -168,99 +146,180 @@ comm_new(int fd, bool send)
 	return c;
 }
 
-/* Connecting to a listening socket completes in one round trip (the kernel
- * accepts for the listener), so this blocks that long, not until the peer
- * calls accept(); refused connections are retried while the peer starts. */
-static ncclResult_t
-net_connect(int d, void *handle, void **send_comm)
+/* Start a TCP connect without waiting. @return 0 (under way or done) or -errno */
+static int
+connect_start(struct np_connecting *s, const struct sockaddr_in *a)
 {
-	const struct np_net_handle *h = handle;
+	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->fd < 0)
+		return -errno;
+	tune_socket(s->fd);
+	if (connect(s->fd, (const struct sockaddr *)a, sizeof(*a)) != 0 && errno != EINPROGRESS) {
+		int err = -errno;
+
+		close(s->fd);
+		s->fd = -1;
+		return err;
+	}
+	s->sent = 0;
+	return 0;
+}
+
+/* One step of a connect. @return 1 connected and hello sent, 0 not yet, -errno */
+static int
+connect_step(struct np_connecting *s, const struct sockaddr_in *a)
+{
+	struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
+	int err = 0;
+	socklen_t elen = sizeof(err);
+	ssize_t n;
+
+	if (s->fd < 0) {
+		/* the first attempt, or again after a refusal; a later call looks */
+		if (np_now_ms() < s->retry_at)
+			return 0;
+		err = connect_start(s, a);
+		if (!err)
+			return 0;
+	} else if (s->sent == 0) {
+		if (poll(&pfd, 1, 0) == 0)
+			return 0; /* the handshake is under way */
+		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+			err = errno;
+		err = -err;
+	}
+	if (err == -ECONNREFUSED || err == -EAGAIN) {
+		/* the listener's queue is full, or it is gone: again until the deadline */
+		if (s->fd >= 0)
+			close(s->fd);
+		s->fd = -1;
+		s->retry_at = np_now_ms() + NP_RETRY_MS;
+		return np_now_ms() < s->deadline ? 0 : -ETIMEDOUT;
+	}
+	if (err)
+		return err;
+	n = send(s->fd, (char *)&s->hello + s->sent, sizeof(s->hello) - s->sent, MSG_NOSIGNAL);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	s->sent += (size_t)n;
+	return s->sent == sizeof(s->hello);
+}
+
+/* NCCL calls connect with the same handle until it returns a comm: the
+ * progress lives in the handle (h->stage), and no call waits for the peer.
+ * comm_id names the NCCL communicator in warnings (0: unknown, before v11). */
+static ncclResult_t
+net_connect(int d, void *handle, void **send_comm, uint64_t comm_id)
+{
+	struct np_net_handle *h = handle;
 	struct sockaddr_in a = {
 	    .sin_family = AF_INET, .sin_addr.s_addr = h->ip, .sin_port = h->port};
-	struct np_hello hello = {.magic = NP_NET_MAGIC, .nonce = h->nonce};
-	uint64_t deadline = now_ms() + NP_CONNECT_MS;
-	int fd = -1, rc = 0;
+	struct np_connecting *s = h->stage;
+	char ip[INET_ADDRSTRLEN];
+	int rc;
 
 	*send_comm = NULL;
 	if (d != 0 || h->magic != NP_NET_MAGIC) {
 		NP_WARN("CAIS: net connect: not a CAIS handle");
 		return ncclInternalError;
 	}
-	for (;;) {
-		struct pollfd pfd;
-		int err = 0;
-		socklen_t elen = sizeof(err);
-
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			rc = -errno;
-			break;
-		}
-		tune_socket(fd);
-		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS) {
-			err = errno;
-		} else {
-			pfd.fd = fd;
-			pfd.events = POLLOUT;
-			while ((rc = poll(&pfd, 1, 100)) == 0 && now_ms() < deadline)
-				;
-			if (rc <= 0)
-				err = ETIMEDOUT;
-			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
-				err = errno;
-		}
-		rc = 0;
-		if (err == 0)
-			break;
-		close(fd);
-		fd = -1;
-		rc = -err;
-		if ((err != ECONNREFUSED && err != EAGAIN) || now_ms() > deadline)
-			break;
-		usleep(20000);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return ncclSystemError;
+		s->fd = -1;
+		s->deadline = np_now_ms() + NP_CONNECT_MS;
+		s->hello.magic = NP_NET_MAGIC;
+		s->hello.nonce = h->nonce;
+		h->stage = s;
 	}
+	rc = connect_step(s, &a);
+	if (rc == 0 && np_now_ms() > s->deadline)
+		rc = -ETIMEDOUT;
 	if (rc == 0)
-		rc = io_all(fd, &hello, sizeof(hello), true, deadline);
-	if (rc == 0 && !(*send_comm = comm_new(fd, true)))
+		return ncclSuccess; /* not yet: NCCL calls again */
+	if (rc == 1 && !(*send_comm = comm_new(s->fd, true)))
 		rc = -ENOMEM;
-	if (rc) {
-		NP_WARN("CAIS: net connect to %s:%u: %s", inet_ntoa(a.sin_addr), ntohs(a.sin_port),
-			strerror(-rc));
-		if (fd >= 0)
-			close(fd);
-		return ncclSystemError;
+	h->stage = NULL;
+	if (rc == 1) {
+		free(s);
+		return ncclSuccess;
 	}
-	return ncclSuccess;
+	inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+	NP_WARN("CAIS: net connect to %s:%u (communicator %016llx): %s", ip, ntohs(a.sin_port),
+		(unsigned long long)comm_id, strerror(-rc));
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
+	return ncclSystemError;
 }
 
+/* Read what has come of a pending hello. @return 1 complete, 0 not yet, -errno */
+static int
+hello_step(struct np_accepting *p)
+{
+	ssize_t n = recv(p->fd, (char *)&p->hello + p->got, sizeof(p->hello) - p->got, 0);
+
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	p->got += (size_t)n;
+	return p->got == sizeof(p->hello);
+}
+
+/* Take the connections the kernel has accepted, read their hellos without
+ * waiting: the first whose hello names this listener is NCCL's. */
 static ncclResult_t
 net_accept(void *listen_comm, void **recv_comm)
 {
 	struct np_listen *l = listen_comm;
-	struct np_hello hello;
-	int fd, rc;
+	uint64_t now = np_now_ms();
 
 	*recv_comm = NULL;
-	fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return ncclSuccess; /* not yet: NCCL calls again */
-		NP_WARN("CAIS: net accept: %s", strerror(errno));
-		return ncclSystemError;
+	for (unsigned int i = 0; i < NP_ACCEPT_PENDING; i++) {
+		struct np_accepting *p = &l->pend[i];
+		int fd;
+
+		if (p->fd >= 0)
+			continue;
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+			    errno == ECONNABORTED)
+				break;
+			NP_WARN("CAIS: net accept: %s", strerror(errno));
+			return ncclSystemError;
+		}
+		tune_socket(fd);
+		*p = (struct np_accepting){.fd = fd, .since = now};
 	}
-	tune_socket(fd);
-	/* the connector sends its hello right after connecting */
-	rc = io_all(fd, &hello, sizeof(hello), false, now_ms() + NP_CONNECT_MS);
-	if (rc == 0 && (hello.magic != NP_NET_MAGIC || hello.nonce != l->nonce))
-		rc = -EPROTO;
-	if (rc == 0 && !(*recv_comm = comm_new(fd, false)))
-		rc = -ENOMEM;
-	if (rc) {
-		NP_WARN("CAIS: net accept: the connection's hello: %s", strerror(-rc));
-		close(fd);
-		return ncclSystemError;
+	for (unsigned int i = 0; i < NP_ACCEPT_PENDING; i++) {
+		struct np_accepting *p = &l->pend[i];
+		int rc;
+
+		if (p->fd < 0)
+			continue;
+		rc = hello_step(p);
+		if (rc == 0 && now - p->since > NP_CONNECT_MS)
+			rc = -ETIMEDOUT;
+		if (rc == 1 && (p->hello.magic != NP_NET_MAGIC || p->hello.nonce != l->nonce))
+			rc = -EPROTO;
+		if (rc == 0)
+			continue;
+		if (rc == 1) {
+			*recv_comm = comm_new(p->fd, false);
+			if (!*recv_comm)
+				return ncclSystemError; /* the entry stays: NCCL may call again */
+			p->fd = -1;
+			return ncclSuccess;
+		}
+		/* not NCCL's connection (or one that died): drop it, keep listening */
+		NP_INFO(NCCL_NET, "CAIS: net accept: dropped a connection: %s", strerror(-rc));
+		close(p->fd);
+		p->fd = -1;
 	}
-	return ncclSuccess;
+	return ncclSuccess; /* not yet: NCCL calls again */
 }
 
 static ncclResult_t
@@ -437,28 +496,13 @@ net_close_listen(void *listen_comm)
 {
 	struct np_listen *l = listen_comm;
 
-	if (l) {
-		close(l->fd);
-		free(l);
-	}
-	return ncclSuccess;
-}
-
-static ncclResult_t
-net_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
-{
-	(void)comm;
-	(void)mhandle;
-	*dptr_mhandle = NULL;
-	return ncclInternalError; /* no device offload */
-}
-
-static ncclResult_t
-net_irecv_consumed(void *recv_comm, int n, void *request)
-{
-	(void)recv_comm;
-	(void)n;
-	(void)request;
+	if (!l)
+		return ncclSuccess;
+	for (unsigned int i = 0; i < NP_ACCEPT_PENDING; i++)
+		if (l->pend[i].fd >= 0)
+			close(l->pend[i].fd);
+	close(l->fd);
+	free(l);
 	return ncclSuccess;
 }
 
@@ -484,24 +528,31 @@ net_init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 	return np_setup(log);
 }
 
-/* v11 contexts: the plugin keeps no per-communicator state of its own. */
+/* v11: a context per NCCL communicator. */
 static ncclResult_t
 net_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config, ncclDebugLogger_t log,
 	     ncclProfilerCallback_t prof)
 {
-	static int context;
+	struct np_net_ctx *x;
+	ncclResult_t rc = np_setup(log);
 
-	(void)comm_id;
 	(void)config;
 	(void)prof;
-	*ctx = &context;
-	return np_setup(log);
+	*ctx = NULL;
+	if (rc != ncclSuccess)
+		return rc;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return ncclSystemError;
+	x->comm_id = comm_id;
+	*ctx = x;
+	return ncclSuccess;
 }
 
 static ncclResult_t
 net_finalize_v11(void *ctx)
 {
-	(void)ctx;
+	free(ctx);
 	return ncclSuccess;
 }
 
@@ -537,9 +588,8 @@ net_listen_v11(void *ctx, int d, void *handle, void **listen_comm)
 static ncclResult_t
 net_connect_v11(void *ctx, int d, void *handle, void **send_comm, ncclNetDeviceHandle_t **dev_comm)
 {
-	(void)ctx;
 	(void)dev_comm;
-	return net_connect(d, handle, send_comm);
+	return net_connect(d, handle, send_comm, ((struct np_net_ctx *)ctx)->comm_id);
 }
 
 static ncclResult_t
@@ -548,14 +598,14 @@ net_connect_v10(int d, ncclNetCommConfig_t *config, void *handle, void **send_co
 {
 	(void)config;
 	(void)dev_comm;
-	return net_connect(d, handle, send_comm);
+	return net_connect(d, handle, send_comm, 0);
 }
 
 static ncclResult_t
 net_connect_v7(int d, void *handle, void **send_comm, ncclNetDeviceHandle_t **dev_comm)
 {
 	(void)dev_comm;
-	return net_connect(d, handle, send_comm);
+	return net_connect(d, handle, send_comm, 0);
 }
 
 static ncclResult_t
@@ -607,7 +657,7 @@ net_irecv_int(void *recv_comm, int n, void **data, int *sizes, int *tags, void *
 static ncclResult_t
 net_connect_v6(int d, void *handle, void **send_comm)
 {
-	return net_connect(d, handle, send_comm);
+	return net_connect(d, handle, send_comm, 0);
 }
 
 /* clang-format off */ /* one table entry per line */
@@ -623,12 +673,13 @@ net_connect_v6(int d, void *handle, void **send_comm)
 	.closeRecv = net_close,                                                                    \
 	.closeListen = net_close_listen
 
-/* ... and those of v7 on */
+/* ... and those of v7 on: no device offload, so no getDeviceMr or
+ * irecvConsumed (NCCL calls them only where they are there) */
 #define NET_TABLE_COMMON_V7                                                                        \
 	NET_TABLE_COMMON,                                                                          \
 	.accept = net_accept_v7,                                                                   \
-	.getDeviceMr = net_get_device_mr,                                                          \
-	.irecvConsumed = net_irecv_consumed
+	.getDeviceMr = NULL,                                                                       \
+	.irecvConsumed = NULL
 /* clang-format on */
 
 NP_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {

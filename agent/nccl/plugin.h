@@ -7,8 +7,11 @@
  *  - net.c:   ncclNet, a TCP transport for NCCL's point-to-point traffic;
  *  - coll.c:  ncclCollNet, all-reduce through libcais and the switch;
  *  - tuner.c: an NCCL tuner that sends all-reduces at or above the offload
- *             threshold to CollNet and the rest to NCCL's own algorithms.
- * Only the versioned tables are exported (nccl.map).
+ *             threshold to CollNet and the rest to NCCL's own algorithms;
+ * and two helpers of coll.c: port.c (each CollNet communicator's data port)
+ * and agree.c (every rank ends a CollNet connect with the same outcome).
+ * What the ranks send each other is in wire.h. Only the versioned tables
+ * are exported (nccl.map).
  */
 #ifndef CAIS_NCCL_PLUGIN_H
 #define CAIS_NCCL_PLUGIN_H
@@ -20,12 +23,13 @@
 #include <netinet/in.h>
 
 #include "nccl_abi.h"
+#include "wire.h"
 
 /** The name NCCL shows for the plugin's tables (and NCCL_NET=CAIS would select). */
 #define NP_NAME		  "CAIS"
 /** Default data port of a rank in static mode: what the switch's session lists. */
 #define NP_DEFAULT_PORT	  47000
-/** Default pool size S: DESIGN.md's 128 slots per session. */
+/** Default pool size S: 128 slots per session, as cais_config_init() has it. */
 #define NP_DEFAULT_SLOTS  128u
 /** Largest elements per packet: a 9000-byte MTU (PROTOCOL.md section 2). */
 #define NP_MAX_ELEMS	  2048u
@@ -36,6 +40,17 @@
 #define NP_MAX_COLL_BYTES (512ull << 20)
 /** Seqs per second of the time-derived first seq of static mode (see coll.c). */
 #define NP_SEQ_PER_SEC	  (1u << 18)
+/** Bound on establishing an ncclNet connection (refused connects are retried
+ * until then) and on the hello of an accepted one. */
+#define NP_CONNECT_MS	  30000
+/** CollNet communicators of one process at once in static mode: ports
+ * CAIS_PORT .. CAIS_PORT + 15, sessions CAIS_SESSION .. + 15. */
+#define NP_MAX_COLL_COMMS 16u
+/** Data ports one process holds at once (static slots and managed ports). */
+#define NP_MAX_PORTS	  64u
+/** What a CollNet connect's agreement allows beyond the slowest rank's own
+ * bound (libcais's timeout): the ranks do not enter connect at one instant. */
+#define NP_AGREE_SLACK_MS 5000u
 
 /** Only the versioned tables leave the library (nccl.map says the same). */
 #define NP_EXPORT __attribute__((visibility("default")))
@@ -70,6 +85,8 @@ struct np_conf {
 	uint32_t retries;     /**< CAIS_RETRIES */
 	uint32_t retx_us;     /**< CAIS_RETX_US */
 	uint32_t check_every; /**< CAIS_CHECK_EVERY */
+	bool test_fail_probe; /**< CAIS_NCCL_TEST_FAIL=probe: this rank's probe counts as
+			       * failed (tests of the agreement; docs/NCCL.md) */
 };
 
 /**
@@ -84,6 +101,53 @@ const struct np_conf *np_conf(void);
 bool np_coll_enabled(void);
 /** The device's properties in the newest layout; older ones are copied from it. */
 void np_props(ncclNetProperties_v11_t *p, bool coll);
+
+/** CLOCK_MONOTONIC in ms. */
+uint64_t np_now_ms(void);
+
+/** A data port held for a CollNet communicator (port.c). */
+struct np_port {
+	uint16_t port; /**< host order; 0: none */
+	int fd;	       /**< the hold socket until libcais binds the port; -1 after */
+};
+
+/**
+ * Take a port on addr free for UDP and TCP, not held by another communicator
+ * of this process: the first of base .. base + NP_MAX_COLL_COMMS - 1, or any
+ * (base 0), and hold it.
+ * @return 0; -EADDRINUSE (none free); another error of socket() or bind()
+ */
+int np_port_take(struct in_addr addr, uint16_t base, struct np_port *p);
+/** Let libcais bind the port: close the hold socket (the port stays taken). */
+void np_port_hand_over(struct np_port *p);
+/** Free the port (also when never handed over). */
+void np_port_give_back(struct np_port *p);
+
+/** A rank's agreement listener (agree.c), from CollNet listen() to the end of connect(). */
+struct np_agree {
+	int fd;
+	uint16_t port; /**< network order */
+};
+
+/** Open the listener on addr, any port. @return 0 or -errno */
+int np_agree_open(struct np_agree *a, struct in_addr addr);
+void np_agree_close(struct np_agree *a);
+
+/**
+ * Agree on a CollNet connect's outcome with every rank (agree.c).
+ * @param rank0 collnet rank 0's agreement address
+ * @param job collnet rank 0's handle nonce: names the communicator
+ * @param local this rank's outcome: 0 or -errno
+ * @param wait_ms how much later than this rank the slowest rank may report
+ * @param who set to the rank the verdict blames; UINT32_MAX when every rank
+ *        succeeded or no verdict came
+ * @return 0 when every rank succeeded; with a verdict, the blamed rank's
+ *         -errno (-ETIMEDOUT: it did not report in time); without one,
+ *         -ECANCELED (rank 0 decided without this rank), -ETIMEDOUT, or the
+ *         socket error that kept this rank from rank 0
+ */
+int np_agree(struct np_agree *a, const struct sockaddr_in *rank0, uint64_t job, unsigned int rank,
+	     unsigned int nranks, int local, uint32_t wait_ms, unsigned int *who);
 
 /** What regMr returns: nothing to register in host memory, but NCCL wants a handle. */
 struct np_mr {
