@@ -60,6 +60,12 @@ cb_switch_start() {
 	local switch=$1 prefix=$2 log=$3 n=$4 rc
 	shift 4
 	cb_vdevs "$n"
+	# The switch's control endpoint defaults to 127.0.0.1:51734; a caller
+	# that names none gets a port of its own, so two testbeds can run at once.
+	case " $* " in
+	*" --ctl "*) ;;
+	*) set -- "$@" --ctl "127.0.0.1:$((20000 + (RANDOM * 32768 + RANDOM + $$) % 30000))" ;;
+	esac
 	rm -rf "/var/run/dpdk/$prefix" 2>/dev/null || true
 	: >"$log"
 	"$switch" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$prefix" -l 0 "${CB_VDEVS[@]}" \

@@ -12,13 +12,16 @@
 # (or the environment: CAIS_SWITCH, CAIS_PERF, CAIS_TESTBED). Needs root;
 # without it exits 77 (meson's skip code). The switch holds one session
 # (tenant 1, session 1: the 4 hosts, S 64, E 2048) with tensors 1 (sum; also
-# serves avg, which the switch aggregates as sum), 2 (max) and 3 (min). Seqs
-# continue from run to run (--first-seq), as the switch keeps its slots.
+# serves avg, which the switch aggregates as sum), 2 (max) and 3 (min), and
+# 4, 5, 6 the same in BLOCK16 (docs/PROTOCOL.md E4). Seqs continue from run
+# to run (--first-seq), as the switch keeps its slots.
 #   a. in-network, --path auto --threshold 0: sweeps from 1 element to
 #      16 MiB (f32 sum, bf16 avg, f16 max, i32 min) and, for every dtype and
-#      op, 1, 2047, 2048, 2049 and 100003 elements; every collective must
-#      have gone through the switch; then the library's own sampled error
-#      check (--check-every 1) on f32 and f16 sums must not turn the tensor off
+#      op, 1, 2047, 2048, 2049 and 100003 elements; every float dtype and op
+#      again in BLOCK16; every collective must have gone through the switch;
+#      then the library's own sampled error check (--check-every 1) on f32
+#      and f16 sums must not turn the tensor off; and BLOCK16 sent to a
+#      FIXED32 tensor: BAD_DTYPE, the agent goes on in FIXED32, in-network
 #   b. the same with 5% loss both ways on every host (nftables in each host)
 #   c. cais-switch SIGKILLed about 2 s into a stream of 200 x 1 MiB and
 #      restarted (same config) about 1 s later; then a short run that must be
@@ -171,7 +174,10 @@ write_config() { # file
     "elems_per_packet": $E, "priority": 0, "members": [$members]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "max", "scale": 1024}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 3, "op": "min", "scale": 1024}}
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 3, "op": "min", "scale": 1024}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 4, "op": "sum", "scale": 16777216, "wire": "block16"}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 5, "op": "max", "scale": 16777216, "wire": "block16"}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 6, "op": "min", "scale": 16777216, "wire": "block16"}}
 ]
 EOF
 }
@@ -293,6 +299,7 @@ case_end() { CASE_TIME[$1]=$(awk -v a="$CASE_T0" -v b="$(now)" 'BEGIN { printf "
 
 esz() { case $1 in f32 | i32) echo 4 ;; *) echo 2 ;; esac }
 tensor_of() { case $1 in sum | avg) echo 1 ;; max) echo 2 ;; min) echo 3 ;; esac }
+b16_tensor_of() { echo $(($(tensor_of "$1") + 3)); }
 
 # The in-network runs of a and b: label prefix, then extra arguments.
 innet_suite() { # prefix
@@ -324,6 +331,23 @@ innet_suite() { # prefix
 			fi
 			say "$label: 1, 2047, 2048, 2049, 100003 elements: $verdict (${RUN_S} s;" \
 				"$(field "$WORK/$label.h1.log" checked) elements checked per host)"
+		done
+	done
+	# BLOCK16: every float dtype and op, the same sizes, tensors 4..6 (a block16 wire)
+	for dt in f32 bf16 f16; do
+		e=$(esz "$dt")
+		sizes="$e,$((31 * e)),$((33 * e)),$((2049 * e)),$((100003 * e))"
+		for op in sum avg max min; do
+			local label="$pre-b16-$dt-$op" verdict=ok
+			run_all "$label" -- --dtype "$dt" --op "$op" --tensor "$(b16_tensor_of "$op")" \
+				--wire block16 --bytes "$sizes" --iters 2 --warmup 1 --path auto \
+				--threshold 0 --check --check-every 0 --retries $RETRIES >"$WORK/$label.out"
+			if ! check_innet "$label" >>"$WORK/$label.out"; then
+				bad=1
+				verdict=FAILED
+				cat "$WORK/$label.out"
+			fi
+			say "$label: block16, 1, 31, 33, 2049, 100003 elements: $verdict (${RUN_S} s)"
 		done
 	done
 	# the library's own sampled error check (a ring reference of every in-network
@@ -389,6 +413,19 @@ say "cais-switch running (pid $SW_PID): session 1/1 (n $HOSTS, S $S, E $E), tens
 step "a. in-network: 1 element .. 16 MiB, every dtype and op, --path auto --threshold 0"
 case_start
 innet_suite a
+# BLOCK16 to a FIXED32 tensor: REJECT BAD_DTYPE, then FIXED32 from the first
+# collective on, in-network, once per rank
+run_all a-b16-refused -- --dtype bf16 --op sum --tensor 1 --wire block16 --bytes 1M --iters 3 \
+	--warmup 1 --path switch --check --check-every 0 --retries $RETRIES
+if check_innet a-b16-refused; then
+	n=0
+	for ((i = 1; i <= HOSTS; i++)); do
+		grep -q 'wire fallbacks 1,' "$WORK/a-b16-refused.h$i.log" && n=$((n + 1))
+	done
+	[ $n -eq $HOSTS ] || case_fail "a-b16-refused: $n of $HOSTS hosts counted one wire fallback"
+	say "a-b16-refused: BLOCK16 refused by a FIXED32 tensor: in-network as FIXED32," \
+		"wire fallback counted on $n of $HOSTS hosts"
+fi
 case_end a
 
 # ====================================================================
