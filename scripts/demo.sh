@@ -5,11 +5,15 @@
 #
 #   dependencies (scripts/install-deps.sh) -> build (meson, ninja) ->
 #   a namespace testbed of N hosts (scripts/testbed.sh) -> cais-switch on the
-#   hosts' veth peers -> a tensor-parallel-like workload on every host with
-#   the host agent (cais-allreduce-perf): steps of activation all-reduces of
-#   every size from 128 KiB to 64 MiB, fp32 and bf16, in-network and then on
-#   the fallback ring, every element checked -> a table per size -> the
-#   switch's final counters -> everything torn down (also on Ctrl-C).
+#   hosts' veth peers and cais-manager on the management network (it holds
+#   the switch's lease, installs each job's session, gives per-tensor scales)
+#   -> a tensor-parallel-like workload on every host with the host agent
+#   (cais-allreduce-perf --manager): steps of activation all-reduces of every
+#   size from 128 KiB to 64 MiB, fp32 and bf16, in-network and then on the
+#   fallback ring, every element checked -> a table per size, with the scales
+#   the manager gave -> the switch's final counters -> everything torn down
+#   (also on Ctrl-C). --static: the switch configured from a file, no
+#   manager, the static scale 1024.
 set -euo pipefail
 
 PROG=${0##*/}
@@ -26,29 +30,39 @@ DTYPES="f32,bf16"
 BUILD="$ROOT/build"
 NAME="demo"
 DEPS=1
+STATIC=0
 SLOTS=64
 ELEMS=2048
-SCALE=1024
+SCALE=1024 # --static only; managed runs get theirs from cais-manager
 PORT=47000
+CTL_PORT=51734 # cais-switch's control endpoint, on the management bridge
+MGR_PORT=51735 # cais-manager's, likewise
+LEASE_MS=3000  # the switch's lease from the manager
+TENSOR=1
 
 usage() {
 	cat <<EOF
 Usage: $PROG [--hosts N] [--min-bytes B] [--max-bytes B] [--steps K] [--warmup W]
-            [--dtypes LIST] [--build DIR] [--name NAME] [--no-deps] [--help]
+            [--dtypes LIST] [--build DIR] [--name NAME] [--static] [--no-deps] [--help]
 
 CAIS end to end on one machine (needs root): installs what is missing
 (scripts/install-deps.sh), builds into DIR (meson; an existing build is reused),
 makes a testbed of N hosts (scripts/testbed.sh), starts cais-switch on the
-hosts' data ports with one session of the N hosts, and runs the host agent
-(cais-allreduce-perf, libcais) on every host: a tensor-parallel-like workload,
-steps of activation all-reduces (sum) of every size from B_min to B_max
-(doubling), one of each size per step, as a model's layers would issue them.
-Each dtype runs twice: in-network (the switch; the agent falls back to the
-ring where it must) and on the fallback ring alone (--path ring), the same
-sizes, every element of every result checked on every host. Prints progress,
-then a table per size: in-network and ring time, speed-up, max relative
-error, fallback rate; then the switch's final counters. Tears everything down
-at the end and on Ctrl-C.
+hosts' data ports and cais-manager on the management network (keyed; it holds
+the switch's lease), and runs the host agent (cais-allreduce-perf --manager,
+libcais) on every host: a tensor-parallel-like workload, steps of activation
+all-reduces (sum) of every size from B_min to B_max (doubling), one of each
+size per step, as a model's layers would issue them. Each run is a job of
+the manager: the ranks register it and their tensor, the manager installs its
+session on the switch, and before every all-reduce each rank reports the max
+|x| it saw and takes the manager's per-tensor fixed-point scale (the largest
+power of two s with N x max|x| x s x 2 < 2^31). Each dtype runs twice:
+in-network (the switch; the agent falls back to the ring where it must) and
+on the fallback ring alone (--path ring), the same sizes, every element of
+every result checked on every host. Prints progress, then a table per size:
+in-network and ring time, speed-up, max relative error, fallback rate, the
+scale used; then the switch's final counters. Tears everything down at the
+end and on Ctrl-C.
 
   --hosts N        hosts (ranks), 2..16 (default $HOSTS)
   --min-bytes B    smallest all-reduce (default $MIN_BYTES; K, M: powers of 1024)
@@ -58,6 +72,8 @@ at the end and on Ctrl-C.
   --dtypes LIST    element types, from f32, bf16, f16 (default $DTYPES)
   --build DIR      build directory (default build/)
   --name NAME      testbed name, 1..6 characters [a-z0-9] (default $NAME)
+  --static         no cais-manager: the switch's session and tensor from a
+                   --config file, fixed ids, the static scale $SCALE
   --no-deps        skip scripts/install-deps.sh
   --help           this text
 
@@ -96,6 +112,10 @@ while [ $# -gt 0 ]; do
 		esac
 		shift 2
 		;;
+	--static)
+		STATIC=1
+		shift
+		;;
 	--no-deps)
 		DEPS=0
 		shift
@@ -129,6 +149,10 @@ SIZES=()
 for ((b = MIN_B; b <= MAX_B; b *= 2)); do
 	SIZES+=("$b")
 done
+# a managed run: one manager step per all-reduce (cais-allreduce-perf --manager),
+# step = iteration x sizes + size index (--interleave); the manager keeps them all
+RUN_STEPS=$(((WARMUP + STEPS) * ${#SIZES[@]}))
+HISTORY=$((RUN_STEPS < 8 ? 8 : RUN_STEPS > 1000 ? 1000 : RUN_STEPS))
 
 T0=$(date +%s.%N)
 elapsed() { awk -v t0="$T0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%5.1f", t1 - t0 }'; }
@@ -136,9 +160,22 @@ say() { echo "[demo $(elapsed) s] $*"; }
 
 WORK=""
 CB_SW_PID=""
+MGR_PID=""
 HOST_PIDS=()
 PREFIX="cais-demo-$$"
 TB_UP=0
+
+stop_manager() {
+	[ -n "$MGR_PID" ] || return 0
+	kill -TERM "$MGR_PID" 2>/dev/null || true
+	for _ in $(seq 1 50); do
+		kill -0 "$MGR_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$MGR_PID" 2>/dev/null || true
+	wait "$MGR_PID" 2>/dev/null || true
+	MGR_PID=""
+}
 
 cleanup() {
 	local rc=$? p
@@ -147,6 +184,7 @@ cleanup() {
 	for p in "${HOST_PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null
 	done
+	stop_manager
 	cb_switch_stop 5
 	for p in "${HOST_PIDS[@]}"; do
 		wait "$p" 2>/dev/null
@@ -171,11 +209,14 @@ trap 'echo; say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
 fail() {
+	local f
 	say "FAILED: $*"
-	if [ -n "$WORK" ] && [ -s "$WORK/switch.log" ]; then
-		echo "---- switch log (last 30 lines)"
-		tail -n 30 "$WORK/switch.log"
-	fi
+	for f in switch manager; do
+		if [ -n "$WORK" ] && [ -s "$WORK/$f.log" ]; then
+			echo "---- $f log (last 30 lines)"
+			tail -n 30 "$WORK/$f.log"
+		fi
+	done
 	exit 1
 }
 
@@ -202,9 +243,17 @@ meson compile -C "$BUILD" >"/tmp/cais-demo-build.$$.log" 2>&1 || {
 rm -f "/tmp/cais-demo-build.$$.log"
 SWITCH="$BUILD/dataplane/cais-switch"
 PERF="$BUILD/agent/cais-allreduce-perf"
+MANAGER="$BUILD/control/manager/cais-manager"
+CTL="$BUILD/control/cais-ctl"
 [ -x "$SWITCH" ] || die "no $SWITCH: libdpdk was not found at configure time (scripts/install-deps.sh, then rm -rf $BUILD)"
 [ -x "$PERF" ] || die "no $PERF: the build did not make the agent's tool"
-say "    cais-switch and cais-allreduce-perf built in $BUILD"
+if [ "$STATIC" -eq 0 ]; then
+	[ -x "$MANAGER" ] && [ -x "$CTL" ] ||
+		die "no $MANAGER or $CTL: the build did not make the control plane (or use --static)"
+	say "    cais-switch, cais-manager, cais-ctl and cais-allreduce-perf built in $BUILD"
+else
+	say "    cais-switch and cais-allreduce-perf built in $BUILD"
+fi
 
 WORK=$(mktemp -d /tmp/cais-demo.XXXXXX)
 
@@ -216,39 +265,83 @@ bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$HOSTS" --mtu 9000 >"
 	fail "testbed up"
 }
 eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
-say "    data $TB_DATA_NET (aggregator $TB_AGG_IP), management $TB_MGMT_NET"
+say "    data $TB_DATA_NET (aggregator $TB_AGG_IP), management $TB_MGMT_NET (bridge $TB_BRIDGE_IP)"
 
-# ---- 4. the switch: one session of every host ----
-cb_members "$HOSTS" "$PORT"
-PEERS=$CB_PEERS
-cat >"$WORK/config.json" <<EOF
+# ---- 4. the switch, and the manager that drives it ----
+if [ "$STATIC" -eq 1 ]; then
+	# one session of every host and its tensor, from a file, for the whole demo
+	cb_members "$HOSTS" "$PORT"
+	PEERS=$CB_PEERS
+	cat >"$WORK/config.json" <<EOF
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $HOSTS, "slots": $SLOTS,
     "elems_per_packet": $ELEMS, "priority": 0, "members": [$CB_MEMBERS]}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}}
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": $TENSOR, "op": "sum", "scale": $SCALE}}
 ]
 EOF
-say "4/5 cais-switch: $HOSTS af_packet ports, aggregator $TB_AGG_IP, session 1/1 (n $HOSTS, S $SLOTS, E $ELEMS), tensor 1 sum"
-cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.log" "$HOSTS" --config "$WORK/config.json" \
-	--stats-period 0 || fail "cais-switch did not start"
-say "    running (pid $CB_SW_PID): $(grep -o 'applied .*' "$WORK/switch.log" | sed "s|$WORK/||")"
+	say "4/5 cais-switch: $HOSTS af_packet ports, aggregator $TB_AGG_IP, session 1/1 (n $HOSTS, S $SLOTS, E $ELEMS), tensor $TENSOR sum, static scale $SCALE"
+	cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.log" "$HOSTS" --config "$WORK/config.json" \
+		--stats-period 0 || fail "cais-switch did not start"
+	say "    running (pid $CB_SW_PID): $(grep -o 'applied .*' "$WORK/switch.log" | sed "s|$WORK/||")"
+else
+	head -c 32 /dev/urandom >"$WORK/switch.key"
+	head -c 32 /dev/urandom >"$WORK/manager.key"
+	SW_CTL="$TB_BRIDGE_IP:$CTL_PORT"
+	MGR="$TB_BRIDGE_IP:$MGR_PORT"
+	say "4/5 cais-switch: $HOSTS af_packet ports, aggregator $TB_AGG_IP, control endpoint $SW_CTL (keyed), no sessions"
+	cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.log" "$HOSTS" --ctl "$SW_CTL" \
+		--ctl-key "$WORK/switch.key" --stats-period 0 || fail "cais-switch did not start"
+	say "    running (pid $CB_SW_PID)"
+	sctl() { "$CTL" -s "$SW_CTL" -k "$WORK/switch.key" -t 2000 "$@"; }
+	mctl() { "$CTL" -m "$MGR" -k "$WORK/manager.key" -t 2000 "$@"; }
+	# on a machine with few cores the switch's queue runs deep: with the default threshold
+	# its RESULTs say CONGESTED and the manager's congestion policy takes the tensor off
+	# the switch for some steps (a third of the 4M all-reduces here); the demo shows the
+	# switch path, so the threshold goes up (as in tests/integration/control_testbed.sh)
+	sctl thresholds.set queue_depth=1000000 >/dev/null || fail "cais-ctl thresholds.set"
+	say "    its CONGESTED threshold raised (thresholds.set queue_depth=1000000): few cores here"
+	"$MANAGER" --agg "$TB_AGG_IP" --listen "$MGR" --key "$WORK/manager.key" \
+		--switch-ctl "$SW_CTL" --switch-key "$WORK/switch.key" --db "$WORK/manager.db" \
+		--lease-ms "$LEASE_MS" --history "$HISTORY" >"$WORK/manager.log" 2>&1 &
+	MGR_PID=$!
+	up=0
+	for _ in $(seq 1 100); do # 10 s: answering, and the switch holds its lease
+		if mctl -j switch.status 2>/dev/null | grep -Eq '"renewals": *[1-9]'; then
+			up=1
+			break
+		fi
+		kill -0 "$MGR_PID" 2>/dev/null || fail "cais-manager exited during start"
+		sleep 0.1
+	done
+	[ $up -eq 1 ] || fail "cais-manager did not answer, or the switch has no lease from it, within 10 s"
+	left=$(sctl -j stats.get | tr -d ' \n' | grep -Eo '"lease_left_ms":[0-9]+' | cut -d: -f2 || true)
+	say "    cais-manager on $MGR (keyed; pid $MGR_PID): holds the switch's lease (${left:-?} of" \
+		"$LEASE_MS ms left); keeps the answers of $HISTORY steps per job (the demo reads the scales back)"
+fi
 
 # ---- 5. the workload ----
 say "5/5 workload: $((WARMUP + STEPS)) steps ($WARMUP warm-up) of ${#SIZES[@]} all-reduces each," \
 	"$(cb_human "$MIN_B")..$(cb_human "$MAX_B"), sum, $DTYPES, in-network then ring, every element checked"
 SEQ=0
-# run_hosts LABEL PATH DTYPE: every host at once, progress from host 1's step lines
+# run_hosts LABEL PATH DTYPE: every host at once, progress from host 1's step lines;
+# managed: the run is the job demo-LABEL of the manager
 run_hosts() {
 	local label=$1 path=$2 dt=$3 i ok=1 last="" t_start line now_s
-	local pids=()
+	local pids=() how
 	t_start=$(date +%s)
 	for ((i = 1; i <= HOSTS; i++)); do
+		if [ "$STATIC" -eq 1 ]; then
+			how=(--switch "$TB_AGG_IP" --peers "$PEERS" --tenant 1 --session 1 --scale "$SCALE"
+				--first-seq "$SEQ")
+		else
+			how=(--manager "$MGR" --manager-key "$WORK/manager.key" --job "demo-$label"
+				--tenant-name demo --data "$(eval "echo \$TB_IP_$i"):$PORT")
+		fi
 		timeout -k 5 900 ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" --rank $((i - 1)) \
-			--world "$HOSTS" --switch "$TB_AGG_IP" --peers "$PEERS" --tenant 1 --session 1 \
-			--tensor 1 --slots $SLOTS --elems $ELEMS --scale $SCALE --dtype "$dt" --op sum \
-			--min-bytes "$MIN_B" --max-bytes "$MAX_B" --iters "$STEPS" --warmup "$WARMUP" \
-			--interleave --sync --check --check-every 0 --path "$path" --threshold 0 \
-			--first-seq "$SEQ" >"$WORK/$label.h$i.log" 2>&1 &
+			--world "$HOSTS" "${how[@]}" --tensor $TENSOR --slots $SLOTS --elems $ELEMS \
+			--dtype "$dt" --op sum --min-bytes "$MIN_B" --max-bytes "$MAX_B" --iters "$STEPS" \
+			--warmup "$WARMUP" --interleave --sync --check --check-every 0 --path "$path" \
+			--threshold 0 >"$WORK/$label.h$i.log" 2>&1 &
 		pids+=($!)
 		HOST_PIDS+=($!)
 	done
@@ -276,35 +369,96 @@ run_hosts() {
 		fi
 	done
 	HOST_PIDS=()
-	SEQ=$(grep -h -o 'next_seq=[0-9]*' "$WORK/$label".h*.log | cut -d= -f2 | sort -n | tail -n 1)
-	[ -n "$SEQ" ] || SEQ=$((1 << 20))
+	if [ "$STATIC" -eq 1 ]; then
+		# the next run continues the session's seqs
+		SEQ=$(grep -h -o 'next_seq=[0-9]*' "$WORK/$label".h*.log | cut -d= -f2 | sort -n | tail -n 1)
+		[ -n "$SEQ" ] || SEQ=$((1 << 20))
+	fi
 	[ $ok -eq 1 ] || fail "$label: a host failed (logs in $WORK)"
 	say "      $label: done in $(($(date +%s) - t_start)) s; $(grep -h -o 'checked=[0-9]*' "$WORK/$label".h*.log |
 		cut -d= -f2 | awk '{ s += $1 } END { print s }') elements checked on $HOSTS hosts, 0 wrong"
 	kill -0 "$CB_SW_PID" 2>/dev/null || fail "cais-switch died"
+	if [ "$STATIC" -eq 0 ]; then
+		# the job stays (its session on the switch, for the final counters); the next run
+		# is another job, in a session of its own
+		[ "$path" = ring ] || job_scales "demo-$label" >"$WORK/$label.scales"
+		kill -0 "$MGR_PID" 2>/dev/null || fail "cais-manager died"
+	fi
+}
+# job_scales JOB: "STEP SCALE WIRE" for every step of the run, tensor $TENSOR's entry
+# in the manager's stored answers, read back with step.begin (the same answer for any
+# rank); WIRE is the element type on the wire where the answer names one, else "-"
+job_scales() {
+	local s obj sc wire
+	for ((s = 0; s < RUN_STEPS; s++)); do
+		obj=$(mctl -j step.begin job="$1" rank=0 step=$s 2>/dev/null | tr -d ' \n' |
+			grep -o '{[^{}]*}' | grep -E "\"tensor\":${TENSOR}[,}]" | head -n 1 || true)
+		sc=$(grep -Eo '"scale":[0-9.eE+-]+' <<<"$obj" | cut -d: -f2 || true)
+		wire=$(grep -Eo '"wire":"[a-z0-9]+"' <<<"$obj" | cut -d'"' -f4 || true)
+		[ -z "$sc" ] || echo "$s $sc ${wire:--}"
+	done
+}
+# scales_text [STEP SCALE WIRE lines on stdin]: "2^10 then 2^27" (consecutive repeats
+# once), with the wire when the answers name one: "2^10 then 2^27, fixed32"; with
+# RANGES=1 each with its steps: "step 0 2^10, steps 1..29 2^27"
+scales_text() {
+	awk -v ranges="${RANGES:-0}" '
+	function pow2(x, e) { e = log(x) / log(2); return e == int(e) ? sprintf("2^%d", e) : sprintf("%g", x) }
+	function flush() {
+		if (n == 0) return
+		if (ranges) out = out (out == "" ? "" : ", ") (from == to ? "step " from : "steps " from ".." to) " " key
+		else out = out (out == "" ? "" : " then ") key
+	}
+	{
+		k = pow2($2) ($3 == "-" ? "" : "/" $3)
+		if (k != key) { flush(); key = k; from = $1; n++ }
+		to = $1
+		w[$3] = 1
+	}
+	END {
+		flush()
+		if (n == 0) { print "?"; exit }
+		nw = 0
+		for (x in w) { nw++; one = x }
+		if (nw == 1 && one != "-") { gsub("/" one, "", out); out = out ", " one }
+		else gsub("/-", "", out)
+		print out
+	}'
 }
 for dt in "${DTYPE_LIST[@]}"; do
 	say "    $dt in-network (--path auto, threshold 0: the agent falls back to the ring only where it must)"
 	run_hosts "$dt-switch" auto "$dt"
+	[ "$STATIC" -eq 1 ] || say "      $dt-switch: the manager's scales of tensor $TENSOR: $(RANGES=1 scales_text <"$WORK/$dt-switch.scales")"
 	say "    $dt on the fallback ring (--path ring)"
 	run_hosts "$dt-ring" ring "$dt"
 done
 
-# ---- the switch's final counters ----
+# ---- the switch's final counters (before the manager stops: its lease still runs) ----
 cb_switch_stop 10
 SW_RC=$CB_SW_RC
+stop_manager
 [ "$SW_RC" -ne 137 ] || fail "cais-switch did not stop within 10 s of SIGINT"
 
 # ---- the table ----
 # a size's line of a host's log: bytes count type op path time algbw busbw retx wrong maxrel
 size_line() { awk -v b="$2" '$1 == b' "$1"; }
+# size_scales DT I: the scales the all-reduces of size index I of dtype DT took, in order
+size_scales() {
+	awk -v i="$2" -v ns="${#SIZES[@]}" '$1 % ns == i' "$WORK/$1-switch.scales" | scales_text
+}
 echo
-echo "All-reduce (sum) on $HOSTS hosts through cais-switch: in-network vs the fallback ring"
-printf '  %5s %6s %12s %12s %8s %13s %13s %9s %8s\n' "dtype" "size" "in-net ms" "ring ms" \
-	"speed-up" "max rel err" "ring rel err" "fallback" "wrong"
+if [ "$STATIC" -eq 1 ]; then
+	echo "All-reduce (sum) on $HOSTS hosts through cais-switch: in-network vs the fallback ring"
+else
+	echo "All-reduce (sum) on $HOSTS hosts through cais-switch, driven by cais-manager: in-network vs the fallback ring"
+fi
+printf '  %5s %6s %10s %10s %8s %11s %12s %8s %5s  %s\n' "dtype" "size" "in-net ms" "ring ms" \
+	"speed-up" "max rel err" "ring rel err" "fallback" "wrong" \
+	"$([ "$STATIC" -eq 1 ] && echo "scale" || echo "scale (manager, per tensor)")"
 all_ok=1
 for dt in "${DTYPE_LIST[@]}"; do
-	for b in "${SIZES[@]}"; do
+	for ((si = 0; si < ${#SIZES[@]}; si++)); do
+		b=${SIZES[$si]}
 		t_sw=0 t_ring=0 err_sw=0 err_ring=0 n=0 notsw=0 wrong=0
 		for ((i = 1; i <= HOSTS; i++)); do
 			l=$(size_line "$WORK/$dt-switch.h$i.log" "$b")
@@ -328,20 +482,37 @@ for dt in "${DTYPE_LIST[@]}"; do
 			wrong=$((wrong + w))
 		done
 		[ "$wrong" -eq 0 ] || all_ok=0
+		if [ "$STATIC" -eq 1 ]; then
+			sc="$SCALE (static)"
+		else
+			sc=$(size_scales "$dt" "$si")
+		fi
 		awk -v dt="$dt" -v sz="$(cb_human "$b")" -v a="$t_sw" -v r="$t_ring" -v e="$err_sw" \
-			-v er="$err_ring" -v nf="$notsw" -v n="$n" -v w="$wrong" 'BEGIN {
-			printf "  %5s %6s %12.1f %12.1f %7.2fx %13.2e %13.2e %8.1f%% %8d\n",
-				dt, sz, a / 1000, r / 1000, r / a, e, er, 100 * nf / n, w }'
+			-v er="$err_ring" -v nf="$notsw" -v n="$n" -v w="$wrong" -v sc="$sc" 'BEGIN {
+			printf "  %5s %6s %10.1f %10.1f %7.2fx %11.2e %12.2e %7.1f%% %5d  %s\n",
+				dt, sz, a / 1000, r / 1000, r / a, e, er, 100 * nf / n, w, sc }'
 	done
 done
 cat <<EOF
   (in-net, ring: the median over $STEPS timed steps of the slowest host's all-reduce time,
    the hosts lined up before each; speed-up: ring / in-network; max rel err: the largest
-   |got - expected| / |expected| of any element on any host (in-network: fixed point,
-   scale $SCALE, then the dtype's rounding; ring: fp32 sums, then the dtype's rounding);
-   fallback: the share of the in-network run's all-reduces, warm-up included, that the
-   agent completed on the ring; wrong: elements outside PROTOCOL.md section 6's bound)
+   |got - expected| / |expected| of any element on any host, warm-up included (in-network:
+   fixed point at the scale, then the dtype's rounding; ring: fp32 sums, then the dtype's
+   rounding); fallback: the share of the in-network run's all-reduces, warm-up included,
+   that the agent completed on the ring; wrong: elements outside PROTOCOL.md section 6's
+   bound)
 EOF
+if [ "$STATIC" -eq 1 ]; then
+	echo "  (scale: the fixed-point scale of the switch's tensor entry and of every agent, fixed)"
+else
+	cat <<EOF
+  (scale: what cais-manager gave tensor $TENSOR for that size's in-network all-reduces, one
+   manager step each, and the wire's element type where it names one: per tensor, from
+   the largest max|x| the ranks reported for the step before (fixed32: the largest power
+   of two s with $HOSTS x max|x| x s x 2 < 2^31); the first all-reduce of a job, step 0, has
+   no report before it and runs at the manager's default (fixed32: 1024 = 2^10))
+EOF
+fi
 echo
 echo "cais-switch final counters (SIGINT, exit status $SW_RC):"
 sed -n '/cais-switch statistics/,/---------------------------------------------------------------------/p' "$WORK/switch.log"
