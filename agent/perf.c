@@ -66,7 +66,7 @@ struct opts {
 	uint32_t tensor;
 	uint32_t slots;
 	uint16_t elems;
-	double scale;
+	double scale, b16_scale;
 	enum cais_datatype dt;
 	enum cais_redop op;
 	enum cais_wire_dtype wire;
@@ -113,7 +113,9 @@ usage_communicator(FILE *f, const struct cais_config *d)
 		"                        (avg needs a tensor the switch sums)\n"
 		"  --slots S             the session's pool size, power of two (default %u)\n"
 		"  --elems E             elements per packet, 1..%u (default %u)\n"
-		"  --scale F             fixed-point scale (default %g)\n"
+		"  --scale F             fixed-point scale of FIXED32 (default %g)\n"
+		"  --b16-scale F         scale of BLOCK16 (--wire block16; default 2^%d: blocks\n"
+		"                        carry the magnitude, the scale only the floor)\n"
 		"  --manager IP:PORT     join through cais-manager instead: tenant, session,\n"
 		"                        aggregator, peers, slots, elems and first seq come from it;\n"
 		"                        every collective is a step (cais_step_begin: the manager's\n"
@@ -125,7 +127,7 @@ usage_communicator(FILE *f, const struct cais_config *d)
 		"  --data IP:PORT        this rank's data address with --manager (default: its\n"
 		"                        --peers entry)\n\n",
 		CAIS_MAX_WORLD, CAIS_UDP_PORT, CAIS_UDP_PORT, d->slots, CAIS_MAX_ELEMS, d->elems,
-		d->scale);
+		d->scale, ilogb(d->b16_scale));
 }
 
 static void
@@ -457,6 +459,7 @@ static const struct opt_def {
     OPT("slots", K_SLOTS, slots, 1, CAIS_MAX_SLOTS),
     OPT("elems", K_U16, elems, 1, CAIS_MAX_ELEMS),
     OPT("scale", K_SCALE, scale, 0, 0),
+    OPT("b16-scale", K_SCALE, b16_scale, 0, 0),
     OPT("manager", K_STRING, manager, 0, 0),
     OPT("manager-key", K_STRING, manager_key, 0, 0),
     OPT("job", K_STRING, job, 0, 0),
@@ -572,6 +575,7 @@ opts_defaults(struct opts *o)
 	o->slots = d.slots;
 	o->elems = d.elems;
 	o->scale = d.scale;
+	o->b16_scale = d.b16_scale;
 	o->dt = CAIS_FLOAT32;
 	o->op = CAIS_OP_SUM;
 	o->iters = 20;
@@ -877,11 +881,11 @@ expected(const struct opts *o, uint64_t key, size_t i, const struct cais_status 
 		mag /= n;
 	}
 	if (st->path == CAIS_PATH_SWITCH && st->wire == CAIS_DT_BLOCK16) {
-		/* inputs below 2: each rounded within 2^-13, the block of sums
-		 * (below 2n) within n x 2^-14 */
+		/* inputs below 2: each rounded within 2^-13 (or the scale's
+		 * floor), the block of sums (below 2n) within n x 2^-14 */
 		double q = o->op == CAIS_OP_SUM ? n : 1;
 
-		*bound = q * 4 * 0x1p-14 + fabs(e) * eps;
+		*bound = q * (4 * 0x1p-14 + 2 / o->b16_scale) + fabs(e) * eps;
 	} else if (st->path == CAIS_PATH_SWITCH) {
 		double q = (o->op == CAIS_OP_SUM || o->op == CAIS_OP_AVG) ? n : 1;
 
@@ -1277,6 +1281,7 @@ config_from_opts(const struct opts *o, struct cais_config *cfg)
 	cfg->slots = o->slots;
 	cfg->elems = o->elems;
 	cfg->scale = o->scale;
+	cfg->b16_scale = o->b16_scale;
 	cfg->threshold = o->threshold;
 	cfg->retx_timeout_us = o->retx_us;
 	cfg->retries = o->retries;
@@ -1341,7 +1346,10 @@ comm_open(const struct opts *o, const struct cais_config *cfg)
 		return NULL;
 	}
 	rc = cais_set_path(comm, o->path);
-	if (rc == 0 && !o->manager)
+	/* static mode: the tensor's FIXED32 scale; a BLOCK16 tensor keeps the
+	 * library's (--b16-scale), and should the switch refuse BLOCK16 it goes
+	 * as FIXED32 at --scale */
+	if (rc == 0 && !o->manager && (o->wire != CAIS_DT_BLOCK16 || o->dt == CAIS_INT32))
 		rc = cais_tensor_set(comm, o->tensor, o->scale, true);
 	if (rc != 0) {
 		fprintf(stderr, PROG ": rank %u: set-up: %s\n", o->rank, cais_strerror(rc));
