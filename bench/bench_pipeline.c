@@ -14,7 +14,10 @@
  *           memory-bound limit of one core for this work); for BLOCK16,
  *           whose RESULT takes a search for each block's exponent, each
  *           round's RESULT payload stored as well
- * for each wire dtype asked for (the tensor's, and its DATA's: E4).
+ * for each wire dtype asked for (the tensor's, and its DATA's: E4); and
+ *   open    the pipeline with the guards of docs/PROTOCOL.md E5 off (the
+ *           aggregator's addresses, member binding): what they cost per packet
+ *           is the difference.
  * Prints a testpmd-like table and writes CSV.
  *
  *   bench_pipeline [--elems 64,256,1024,2048] [--ranks 2,4,8,16] [--seconds S]
@@ -299,7 +302,7 @@ refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
 		}
 }
 
-enum mode { M_PIPELINE, M_IO, M_KERNEL };
+enum mode { M_PIPELINE, M_IO, M_KERNEL, M_OPEN, M_COUNT };
 
 struct result {
 	double mpps; /* DATA packets per second, millions */
@@ -347,8 +350,9 @@ batch(struct setup *s, enum mode mode, uint32_t *seq)
 	uint64_t t0, dt;
 
 	refill(s, m, *seq);
+	s->sw->pcfg.unguarded = mode == M_OPEN;
 	t0 = rte_rdtsc();
-	if (mode == M_PIPELINE) {
+	if (mode == M_PIPELINE || mode == M_OPEN) {
 		for (unsigned int i = 0; i < per; i += DP_BURST) {
 			uint16_t nb = (uint16_t)(per - i < DP_BURST ? per - i : DP_BURST);
 
@@ -365,6 +369,7 @@ batch(struct setup *s, enum mode mode, uint32_t *seq)
 		kernel_batch(s, m, per, *seq);
 	}
 	dt = rte_rdtsc() - t0;
+	s->sw->pcfg.unguarded = false;
 	if (mode == M_KERNEL)
 		rte_pktmbuf_free_bulk(m, per); /* not timed: the kernel has no packets */
 	*seq += per / s->n;
@@ -387,19 +392,19 @@ cmp_u64(const void *a, const void *b)
  * rate is the median batch's (robust to preemption).
  */
 static void
-run(struct setup *s, const bool want[3], double seconds, struct result out[3])
+run(struct setup *s, const bool want[M_COUNT], double seconds, struct result out[M_COUNT])
 {
 	static uint32_t seq = 1; /* continues across runs: the slots never see an old seq */
-	static uint64_t samples[3][MAX_BATCHES];
-	unsigned int nb[3] = {0, 0, 0}, per = (BATCH / s->n) * s->n;
-	uint64_t spent[3] = {0, 0, 0}, budget = (uint64_t)(seconds * (double)rte_get_tsc_hz());
+	static uint64_t samples[M_COUNT][MAX_BATCHES];
+	unsigned int nb[M_COUNT] = {0}, per = (BATCH / s->n) * s->n;
+	uint64_t spent[M_COUNT] = {0}, budget = (uint64_t)(seconds * (double)rte_get_tsc_hz());
 	bool more = true;
 
-	memset(out, 0, 3 * sizeof(*out));
+	memset(out, 0, M_COUNT * sizeof(*out));
 	s->tx.checked = s->tx.bad = 0;
 	while (more) {
 		more = false;
-		for (int md = 0; md < 3; md++) {
+		for (int md = 0; md < M_COUNT; md++) {
 			uint64_t tx0 = s->tx.pkts, dt;
 
 			if (!want[md] || spent[md] >= budget || nb[md] == MAX_BATCHES)
@@ -409,12 +414,12 @@ run(struct setup *s, const bool want[3], double seconds, struct result out[3])
 			spent[md] += dt;
 			samples[md][nb[md]++] = dt;
 			out[md].pkts += per;
-			if (md == M_PIPELINE)
+			if (md == M_PIPELINE || md == M_OPEN)
 				out[md].results += s->tx.pkts - tx0;
 			more = true;
 		}
 	}
-	for (int md = 0; md < 3; md++) {
+	for (int md = 0; md < M_COUNT; md++) {
 		if (!nb[md])
 			continue;
 		qsort(samples[md], nb[md], sizeof(uint64_t), cmp_u64);
@@ -438,7 +443,7 @@ usage(void)
 	       "ranks. Defaults: --wire fixed32 --elems 64,256,1024,2048 --ranks 2,4,8,16\n"
 	       "--seconds 0.15; --wire fixed32,block16 measures both; --quick: 256,2048 x 4\n"
 	       "for 0.02 s (a smoke run).\n"
-	       "--only pipeline|io|kernel runs that mode alone (to profile it: perf record).\n"
+	       "--only pipeline|io|kernel|open runs that mode alone (to profile it: perf record).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
 	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n");
 }
@@ -483,9 +488,11 @@ struct plan {
 static int
 measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, unsigned int id)
 {
-	static const bool all[3] = {true, true, true}, warm[3] = {true, false, true};
+	static const bool all[M_COUNT] = {true, true, true, true},
+			  warm[M_COUNT] = {true, false, true, false};
 	struct setup *s = calloc(1, sizeof(*s));
-	struct result p, io, kr, res[3];
+	struct result p, io, kr, op, res[M_COUNT];
+	double guard;
 	const char *wn = cais_dtype_name(wire);
 
 	if (!s || setup(s, wire, n, e, id) != 0)
@@ -493,13 +500,14 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 	/* warm: every slot's accumulator faulted in, MAC table, caches */
 	run(s, warm, pl->seconds / 4, res);
 	if (pl->only >= 0) { /* one mode alone, for a profiler */
-		bool one[3] = {false, false, false};
+		bool one[M_COUNT] = {false};
 
 		one[pl->only] = true;
 		run(s, one, pl->seconds, res);
 		printf("  %7s %5u %5u | %s %.2f Mpps\n", wn, e, n,
 		       pl->only == M_PIPELINE ? "pipeline"
 		       : pl->only == M_IO     ? "io"
+		       : pl->only == M_OPEN   ? "open"
 					      : "kernel",
 		       res[pl->only].mpps);
 		teardown(s);
@@ -510,12 +518,16 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 	p = res[M_PIPELINE];
 	io = res[M_IO];
 	kr = res[M_KERNEL];
-	printf("  %7s %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f\n", wn, e, n,
-	       p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps, p.mpps / io.mpps);
+	op = res[M_OPEN];
+	guard = 1 - p.mpps / op.mpps; /* the share of a packet's time the guards take */
+	printf("  %7s %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f | %6.1f%% %6.1f\n",
+	       wn, e, n, p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps,
+	       p.mpps / io.mpps, 100 * guard, 1e3 / p.mpps - 1e3 / op.mpps);
 	if (pl->csv)
-		fprintf(pl->csv, "%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f,%s\n", e, n, p.mpps,
-			p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps, p.mpps / io.mpps,
-			(double)p.results / ((double)p.pkts / n), wn);
+		fprintf(pl->csv, "%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f,%s,%.4f,%.4f\n", e, n,
+			p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps,
+			p.mpps / io.mpps, (double)p.results / ((double)p.pkts / n), wn, op.mpps,
+			guard);
 	fflush(stdout);
 	teardown(s);
 	free(s);
@@ -574,8 +586,10 @@ main(int argc, char **argv)
 				pl.only = M_IO;
 			else if (!strcmp(optarg, "kernel"))
 				pl.only = M_KERNEL;
+			else if (!strcmp(optarg, "open"))
+				pl.only = M_OPEN;
 			else {
-				fprintf(stderr, "bench_pipeline: --only pipeline|io|kernel\n");
+				fprintf(stderr, "bench_pipeline: --only pipeline|io|kernel|open\n");
 				return 2;
 			}
 			break;
@@ -620,13 +634,13 @@ main(int argc, char **argv)
 	if (pl.csv)
 		fprintf(pl.csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
 				"kernel_gbps,pipeline_vs_kernel,pipeline_vs_io,results_per_round,"
-				"wire\n");
+				"wire,open_mpps,guard_cost\n");
 	printf("\n  ------------------ cais-switch pipeline, one lcore (%s kernels) "
 	       "------------------\n",
 	       dp_agg_best()->name);
-	printf("  %7s %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s\n", "wire", "elems", "ranks",
-	       "pipe Mpps", "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s", "pipe/krn",
-	       "pipe/io");
+	printf("  %7s %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s | %7s %6s\n", "wire", "elems",
+	       "ranks", "pipe Mpps", "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s", "pipe/krn",
+	       "pipe/io", "guards", "ns");
 	for (unsigned int w = 0; w < nw; w++)
 		for (unsigned int a = 0; a < ne; a++)
 			for (unsigned int b = 0; b < nr; b++)
@@ -635,7 +649,9 @@ main(int argc, char **argv)
 	printf("  (Mpps: DATA packets in per second; Gb/s: their payload; pipe: parse, match,\n"
 	       "   action, RESULT to every member; io: the same packets forwarded as they are;\n"
 	       "   kern: the payloads added into the slot arrays and nothing else; for\n"
-	       "   block16 also each round's RESULT payload stored)\n");
+	       "   block16 also each round's RESULT payload stored; guards: the share of a\n"
+	       "   packet's time, and the ns, that the E5 checks take, against the pipeline\n"
+	       "   with them off)\n");
 	if (pl.csv)
 		fclose(pl.csv);
 	rte_eal_cleanup();

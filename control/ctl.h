@@ -40,8 +40,9 @@ const char *ctl_mode_name(enum ctl_mode mode);
 /** One member of a session. */
 struct ctl_member {
 	uint8_t mac[6];
-	uint32_t ip;   /**< network order */
-	uint16_t port; /**< UDP port, host order */
+	uint32_t ip;	     /**< network order */
+	uint16_t port;	     /**< UDP port, host order */
+	int16_t switch_port; /**< the switch port it sits behind; -1: not given */
 };
 
 /** session.add arguments, checked. */
@@ -88,7 +89,12 @@ struct ctl_ops {
 	int (*lease)(void *ctx, uint32_t ttl_ms, struct ctl_err *err);
 	int (*mode_set)(void *ctx, enum ctl_mode mode, struct ctl_err *err);
 	int (*thresholds_set)(void *ctx, const struct ctl_thresholds *t, struct ctl_err *err);
-	int (*stats_get)(void *ctx, json_t *result, struct ctl_err *err);
+	/**
+	 * stats.get: the counters, and the sessions after the one of key after
+	 * (key = tenant << 16 | session; -1: from the first) in key order, a
+	 * page of them (ctl_fields.h), with "next" when more follow.
+	 */
+	int (*stats_get)(void *ctx, int64_t after, json_t *result, struct ctl_err *err);
 };
 
 /**

@@ -105,6 +105,7 @@ struct command {
 	const char *example;
 	show_fn show;
 	struct field f[MAX_FIELDS]; /* ended by one without a word */
+	const char *pages;	    /* a paged list reply: the list's field (ctl_call_pages()) */
 };
 
 /* ctl_cli_cmds.c */

@@ -218,3 +218,55 @@ ctl_call(const struct sockaddr_in *addr, const struct ctl_key *key, const char *
 {
 	return ctl_call_info(addr, key, cmd, args, timeout_ms, result, err, NULL);
 }
+
+int
+ctl_call_pages(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
+	       json_t *args, const char *list, int timeout_ms, json_t **result,
+	       struct ctl_err *err)
+{
+	return ctl_call_pages_info(addr, key, cmd, args, list, timeout_ms, result, err, NULL);
+}
+
+int
+ctl_call_pages_info(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
+		    json_t *args, const char *list, int timeout_ms, json_t **result,
+		    struct ctl_err *err, struct ctl_call_info *info)
+{
+	json_t *all = NULL, *req = args ? json_deep_copy(args) : json_object();
+	int rc = 0;
+
+	*result = NULL;
+	if (!req)
+		return ctl_fail(err, ENOMEM, "out of memory");
+	for (int page = 0;; page++) {
+		json_t *res, *next;
+
+		if (page == CTL_MAX_PAGES) {
+			rc = ctl_fail(err, EOVERFLOW, "'%s': more than %d pages", cmd, CTL_MAX_PAGES);
+			break;
+		}
+		if ((rc = ctl_call_info(addr, key, cmd, req, timeout_ms, &res, err, info)))
+			break;
+		if (!all)
+			all = res;
+		else if (json_array_extend(json_object_get(all, list), json_object_get(res, list)))
+			rc = ctl_fail(err, EPROTO, "'%s': a page without the list '%s'", cmd, list);
+		next = json_object_get(res, "next");
+		if (rc == 0 && next && !json_is_null(next))
+			json_object_set(req, "after", next); /* a reference of its own */
+		else
+			next = NULL;
+		if (res != all)
+			json_decref(res);
+		if (rc || !next)
+			break;
+	}
+	json_decref(req);
+	if (rc) {
+		json_decref(all);
+		return rc;
+	}
+	json_object_del(all, "next");
+	*result = all;
+	return 0;
+}

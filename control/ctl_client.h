@@ -51,4 +51,23 @@ int ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, con
 		  json_t *args, int timeout_ms, json_t **result, struct ctl_err *err,
 		  struct ctl_call_info *info);
 
+/**
+ * ctl_call() of a paged list (docs/PROTOCOL.md E5): while a reply carries
+ * "next", ask again with "after": next, and append the array field list of
+ * each later reply to the first reply's; the result is the first reply with
+ * the whole list and without "next". args is not changed. Stops after
+ * CTL_MAX_PAGES pages (-EOVERFLOW).
+ */
+int ctl_call_pages(const struct sockaddr_in *addr, const struct ctl_key *key, const char *cmd,
+		   json_t *args, const char *list, int timeout_ms, json_t **result,
+		   struct ctl_err *err);
+
+/** ctl_call_pages() that also says how its last call went (info may be NULL). */
+int ctl_call_pages_info(const struct sockaddr_in *addr, const struct ctl_key *key,
+			const char *cmd, json_t *args, const char *list, int timeout_ms,
+			json_t **result, struct ctl_err *err, struct ctl_call_info *info);
+
+/** Pages ctl_call_pages() follows at most (a list of some 10^5 entries). */
+#define CTL_MAX_PAGES 4096
+
 #endif /* CTL_CLIENT_H */

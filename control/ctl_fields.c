@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "ctl_fields.h"
 
@@ -76,4 +77,56 @@ ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl
 		return ctl_fail(err, EINVAL, "field '%s' must be a string", name);
 	*out = json_string_value(v);
 	return 0;
+}
+
+bool
+ctl_page_add(struct ctl_page *p, json_t *entry)
+{
+	size_t n = json_dumpb(entry, NULL, 0, JSON_COMPACT) + 1; /* and a comma */
+
+	if (p->full || (p->used > 0 && p->used + n > CTL_PAGE_BYTES)) {
+		json_decref(entry);
+		p->full = true;
+		return false;
+	}
+	p->used += n;
+	json_array_append_new(p->arr, entry);
+	return true;
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int
+ctl_parse_member_mac(const char *s, uint8_t mac[6])
+{
+	if (strlen(s) != 17)
+		return -1;
+	for (int i = 0; i < 6; i++) {
+		int hi = hexval(s[3 * i]), lo = hexval(s[3 * i + 1]);
+
+		if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
+			return -1;
+		mac[i] = (uint8_t)(hi << 4 | lo);
+	}
+	if ((mac[0] & 1) || !(mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]))
+		return -1;
+	return 0;
+}
+
+bool
+ctl_host_ip(uint32_t ip_be)
+{
+	uint8_t first = (uint8_t)(ntohl(ip_be) >> 24);
+
+	return first != 0 && first != 127 && first < 224;
 }

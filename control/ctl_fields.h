@@ -42,4 +42,44 @@ int ctl_get_number(const json_t *obj, const char *name, double min, double max, 
  */
 int ctl_get_string(const json_t *obj, const char *name, const char **out, struct ctl_err *err);
 
+/**
+ * A member's MAC as session.add and job.join take it: exactly
+ * "hh:hh:hh:hh:hh:hh" (hex digits of either case), unicast, not all-zero.
+ * @return 0, or -1 (mac unchanged or partly written)
+ */
+int ctl_parse_member_mac(const char *s, uint8_t mac[6]);
+
+/**
+ * Whether a member may have this IPv4 address (network order): a host's
+ * unicast address, so not 0/8 ("this network", 0.0.0.0 too), 127/8
+ * (loopback), 224/4 (multicast) or 240/4 (reserved, 255.255.255.255 too).
+ */
+bool ctl_host_ip(uint32_t ip_be);
+
+/*
+ * Paged list replies (docs/PROTOCOL.md E5): a list that can grow past one
+ * datagram is answered a page at a time. The request may carry "after", the
+ * cursor of the last entry the client has; the reply lists the entries
+ * after it, in a fixed order, as many as fit in CTL_PAGE_BYTES, and carries
+ * "next" (the cursor of its last entry) when more follow. Clients follow
+ * with ctl_call_pages().
+ */
+
+/** Bytes a page's entries may take (compact JSON): a reply stays well inside a datagram. */
+#define CTL_PAGE_BYTES 48000u
+
+/** A page being filled. */
+struct ctl_page {
+	json_t *arr;  /**< the entries (owned by the caller) */
+	size_t used;  /**< bytes so far */
+	bool full;    /**< an entry did not fit: the reply needs "next" */
+};
+
+/**
+ * Append entry (a new reference, taken) to the page if it fits; else drop it
+ * and mark the page full. The first entry always fits.
+ * @return whether it was appended
+ */
+bool ctl_page_add(struct ctl_page *p, json_t *entry);
+
 #endif /* CTL_FIELDS_H */

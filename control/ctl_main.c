@@ -292,13 +292,20 @@ exit_for(int code)
 	}
 }
 
-/* One request, one reply: ctl_call_info(), and what cais-ctl reports of it. */
+/*
+ * One request, one reply: ctl_call_info(), and what cais-ctl reports of it;
+ * a paged list (pages: its field) is followed to its end.
+ */
 static int
-call(struct cli *c, const char *cmd, json_t *args, json_t **result, struct reply *r)
+call(struct cli *c, const char *cmd, const char *pages, json_t *args, json_t **result,
+     struct reply *r)
 {
 	struct ctl_call_info info;
 	struct ctl_err err;
-	int rc = ctl_call_info(&c->addr, &c->key, cmd, args, c->timeout_ms, result, &err, &info);
+	int rc = pages ? ctl_call_pages_info(&c->addr, &c->key, cmd, args, pages, c->timeout_ms,
+					     result, &err, &info)
+		       : ctl_call_info(&c->addr, &c->key, cmd, args, c->timeout_ms, result, &err,
+				       &info);
 
 	memset(r, 0, sizeof(*r));
 	r->refused = info.refused;
@@ -369,7 +376,8 @@ send_request(struct cli *c, struct request *rq)
 	json_t *result = NULL;
 	struct reply r;
 
-	if (call(c, rq->name, rq->args, &result, &r) != 0) {
+	/* raw requests go as given: "after" is the caller's */
+	if (call(c, rq->name, rq->raw ? NULL : rq->cmd->pages, rq->args, &result, &r) != 0) {
 		print_error(c, rq->name, &r);
 		json_decref(rq->args);
 		return exit_for(r.code);

@@ -13,34 +13,6 @@ ctl_mode_name(enum ctl_mode mode)
 	return mode == CTL_MODE_FORWARD_ONLY ? "forward_only" : "compute";
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Exactly "xx:xx:xx:xx:xx:xx", hex digits and colons only. */
-static int
-parse_mac(const char *s, uint8_t mac[6])
-{
-	if (strlen(s) != 17)
-		return -1;
-	for (int i = 0; i < 6; i++) {
-		int hi = hexval(s[3 * i]), lo = hexval(s[3 * i + 1]);
-
-		if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
-			return -1;
-		mac[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
-
 /* The (tenant, session) pair every table command names. */
 static int
 get_ids(const json_t *args, uint16_t *tenant, uint16_t *session, struct ctl_err *err)
@@ -60,8 +32,8 @@ static int
 parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool *have,
 	     struct ctl_err *err)
 {
-	static const char *const fields[] = {"rank", "mac", "ip", "port", NULL};
-	uint64_t rank = 0, port = 0;
+	static const char *const fields[] = {"rank", "mac", "ip", "port", "switch_port", NULL};
+	uint64_t rank = 0, port = 0, sw_port = UINT64_MAX;
 	const char *mac, *ip;
 	struct ctl_member *mb;
 	int rc;
@@ -72,7 +44,8 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 	    (rc = ctl_get_uint(m, "rank", 0, (uint64_t)n - 1, true, &rank, err)) ||
 	    (rc = ctl_get_string(m, "mac", &mac, err)) ||
 	    (rc = ctl_get_string(m, "ip", &ip, err)) ||
-	    (rc = ctl_get_uint(m, "port", 1, UINT16_MAX, true, &port, err))) {
+	    (rc = ctl_get_uint(m, "port", 1, UINT16_MAX, true, &port, err)) ||
+	    (rc = ctl_get_uint(m, "switch_port", 0, INT16_MAX, false, &sw_port, err))) {
 		char inner[sizeof(err->msg)];
 
 		snprintf(inner, sizeof(inner), "%s", err->msg);
@@ -83,11 +56,33 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 				(unsigned int)rank);
 	have[rank] = true;
 	mb = &s->members[rank];
-	if (parse_mac(mac, mb->mac) != 0 || (mb->mac[0] & 1))
-		return ctl_fail(err, EINVAL, "members[%zu]: field 'mac' is not a unicast MAC", i);
+	if (ctl_parse_member_mac(mac, mb->mac) != 0)
+		return ctl_fail(err, EINVAL,
+				"members[%zu]: field 'mac' is not a unicast MAC (nor all-zero)", i);
 	if (inet_pton(AF_INET, ip, &mb->ip) != 1)
 		return ctl_fail(err, EINVAL, "members[%zu]: field 'ip' is not an IPv4 address", i);
+	if (!ctl_host_ip(mb->ip))
+		return ctl_fail(err, EINVAL,
+				"members[%zu]: field 'ip' %s is not a host's unicast address "
+				"(0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 and 240.0.0.0/4 are not)",
+				i, ip);
 	mb->port = (uint16_t)port;
+	mb->switch_port = sw_port == UINT64_MAX ? -1 : (int16_t)sw_port;
+	return 0;
+}
+
+/* Two members with one address could not be told apart. @return 0 or -EINVAL */
+static int
+members_distinct(const struct ctl_session *s, struct ctl_err *err)
+{
+	for (unsigned int a = 0; a < s->n; a++)
+		for (unsigned int b = a + 1; b < s->n; b++)
+			if (s->members[a].ip == s->members[b].ip &&
+			    s->members[a].port == s->members[b].port)
+				return ctl_fail(err, EINVAL,
+						"members: ranks %u and %u have the same 'ip' and "
+						"'port'",
+						a, b);
 	return 0;
 }
 
@@ -130,6 +125,8 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	for (i = 0; i < n; i++)
 		if ((rc = parse_member(json_array_get(members, i), i, s.n, &s, have, err)))
 			return rc;
+	if ((rc = members_distinct(&s, err)))
+		return rc;
 	return ops->session_add(ops->ctx, &s, err);
 }
 
@@ -261,6 +258,20 @@ cmd_no_args(const json_t *args, struct ctl_err *err)
 	return ctl_check_fields(args, none, err);
 }
 
+/* stats.get [after: the cursor of a paged reply, a session key tenant << 16 | session] */
+static int
+cmd_stats_get(const struct ctl_ops *ops, const json_t *args, json_t *res, struct ctl_err *err)
+{
+	static const char *const fields[] = {"after", NULL};
+	uint64_t after = UINT64_MAX;
+	int rc;
+
+	if ((rc = ctl_check_fields(args, fields, err)) ||
+	    (rc = ctl_get_uint(args, "after", 0, UINT32_MAX, false, &after, err)))
+		return rc;
+	return ops->stats_get(ops->ctx, after == UINT64_MAX ? -1 : (int64_t)after, res, err);
+}
+
 int
 ctl_dispatch(const struct ctl_ops *ops, const json_t *req, json_t **result, struct ctl_err *err)
 {
@@ -297,9 +308,7 @@ ctl_dispatch(const struct ctl_ops *ops, const json_t *req, json_t **result, stru
 		if (rc == 0)
 			rc = ops->ping(ops->ctx, res, err);
 	} else if (strcmp(cmd, "stats.get") == 0) {
-		rc = cmd_no_args(args, err);
-		if (rc == 0)
-			rc = ops->stats_get(ops->ctx, res, err);
+		rc = cmd_stats_get(ops, args, res, err);
 	} else if (strcmp(cmd, "session.add") == 0)
 		rc = cmd_session_add(ops, args, err);
 	else if (strcmp(cmd, "session.del") == 0)

@@ -108,6 +108,9 @@ print_totals(FILE *f, const json_t *o)
 		" (%.2f%%), queue depth %" JSON_INTEGER_FORMAT,
 		geti(o, "slots_used"), geti(o, "slot_capacity"), 100.0 * getd(o, "slot_usage"),
 		geti(o, "queue_depth"));
+	if (json_object_get(o, "slot_mem"))
+		fprintf(f, ", slot memory %" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT " MiB",
+			geti(o, "slot_mem_used") >> 20, geti(o, "slot_mem") >> 20);
 	if (th)
 		fprintf(f, "; thresholds: queue depth %" JSON_INTEGER_FORMAT ", slot usage %.3g",
 			geti(th, "queue_depth"), getd(th, "slot_usage"));
@@ -156,7 +159,8 @@ print_tensors(FILE *f, const json_t *tensors)
 static void
 print_session(FILE *f, const json_t *s)
 {
-	static const char *const rare[] = {"inconsistent", "slot_mismatch", "abandoned"};
+	static const char *const rare[] = {"inconsistent", "slot_mismatch", "abandoned",
+					   "spoofed"};
 	const json_t *tensors = json_object_get(s, "tensors");
 
 	fprintf(f,

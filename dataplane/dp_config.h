@@ -58,12 +58,22 @@
 #define DP_HANDOFF_RING 4096
 
 /**
- * Slot capacity of the switch (sum of all sessions' pools). A Tofino holds
- * some tens of thousands of 256-byte slots; the software switch is bounded by
- * memory instead: 65536 slots x 2 sets x E=2048 x 8 B = 2 GiB at most,
- * allocated on demand. Settable with --max-slots.
+ * Slot capacity of the switch (sum of all sessions' pools), what admission
+ * (slot_usage) counts. A Tofino holds some tens of thousands of 256-byte
+ * slots; the software switch is bounded by memory instead (DP_DEFAULT_SLOT_MEM).
+ * Settable with --max-slots.
  */
 #define DP_DEFAULT_SLOT_CAPACITY 65536u
+
+/**
+ * Bytes the slot arrays of all sessions may take (--slot-mem): a session
+ * takes S x 2 sets x (E x 8 + 64) bytes, allocated and zeroed by session.add,
+ * so the slot count alone lets one request take gigabytes (S 32768 at E 2048
+ * is 1 GiB). 512 MiB holds 16 sessions of S 1024 at E 2048 (32 MiB each),
+ * far more than a switch's ports feed at once, and leaves the mbuf pools
+ * (about 140 MiB) and the host room.
+ */
+#define DP_DEFAULT_SLOT_MEM (512ull << 20)
 
 /** Sessions and tensors in the tables (rte_hash sizes). */
 #define DP_MAX_SESSIONS 1024u

@@ -5,12 +5,14 @@
  * calls the one operation that serves it (dp_table.h, dp_switch.h); and the
  * JSON of ping and stats.get, the lcores' private counters summed up.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_common.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 
+#include "ctl_fields.h"
 #include "dp_ctl.h"
 #include "dp_switch.h"
 
@@ -41,6 +43,7 @@ session_conf(struct dp_session_conf *c, const struct ctl_session *cs)
 		memcpy(c->members[r].mac, cs->members[r].mac, 6);
 		c->members[r].ip = cs->members[r].ip;
 		c->members[r].port = cs->members[r].port;
+		c->members[r].sw_port = cs->members[r].switch_port;
 	}
 }
 
@@ -74,6 +77,12 @@ op_session_add(void *ctx, const struct ctl_session *cs, struct ctl_err *err)
 	struct dp_err why;
 
 	session_conf(&c, cs);
+	for (unsigned int r = 0; r < c.n; r++)
+		if (c.members[r].sw_port >= (int)sw->n_ports)
+			return ctl_fail(err, EINVAL,
+					"members[%u]: field 'switch_port' %d: the switch has ports "
+					"0..%u",
+					r, c.members[r].sw_port, sw->n_ports - 1u);
 	return table_result(dp_session_add(&sw->tables, &c, &why), &why, err);
 }
 
@@ -144,10 +153,10 @@ op_thresholds_set(void *ctx, const struct ctl_thresholds *ct, struct ctl_err *er
 }
 
 static int
-op_stats_get(void *ctx, json_t *res, struct ctl_err *err)
+op_stats_get(void *ctx, int64_t after, json_t *res, struct ctl_err *err)
 {
 	(void)err;
-	return dp_stats_json(ctx, res);
+	return dp_stats_json(ctx, after, res);
 }
 
 void
@@ -210,6 +219,7 @@ reasons_json(const uint64_t *rejects)
 	X(stale)                                                                                   \
 	X(inconsistent)                                                                            \
 	X(slot_mismatch)                                                                           \
+	X(spoofed)                                                                                 \
 	X(abandoned)                                                                               \
 	X(overflow)
 
@@ -248,15 +258,27 @@ tensors_json(const struct dp_session *s)
 	return tensors;
 }
 
-/* A session's settings, tensors and counters; its counters added to total. */
+/* The switch port each member is bound to (docs/PROTOCOL.md E5), by rank; -1: not yet. */
+static json_t *
+bound_json(const struct dp_session *s)
+{
+	json_t *a = json_array();
+
+	for (unsigned int r = 0; r < s->n; r++)
+		json_array_append_new(
+		    a, json_integer((json_int_t)__atomic_load_n(&s->members[r].bound,
+								__ATOMIC_RELAXED) -
+				    1));
+	return a;
+}
+
+/* A session's settings, tensors and counters (c: its counters summed). */
 static json_t *
 session_json(const struct dp_switch *sw, const struct dp_session *s,
-	     struct dp_session_counters *total)
+	     const struct dp_session_counters *c)
 {
-	struct dp_session_counters c;
 	json_t *o = json_object();
 
-	session_sum(s, &c);
 	json_object_set_new(o, "tenant", json_integer(s->tenant));
 	json_object_set_new(o, "session", json_integer(s->session));
 	json_object_set_new(o, "n", json_integer(s->n));
@@ -264,17 +286,23 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 	json_object_set_new(o, "elems_per_packet", json_integer(s->elems));
 	json_object_set_new(o, "priority", json_integer(s->priority));
 	json_object_set_new(o, "tensors", tensors_json(s));
-#define SC_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)c.f));
+	json_object_set_new(o, "switch_ports", bound_json(s));
+#define SC_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)c->f));
 	SC_FIELDS(SC_JSON)
 #undef SC_JSON
-	json_object_set_new(o, "rejects", reasons_json(c.rejects));
-	json_object_set_new(o, "completion_us", percentiles(sw, c.hist));
-#define SC_ADD(f) total->f += c.f;
+	json_object_set_new(o, "rejects", reasons_json(c->rejects));
+	json_object_set_new(o, "completion_us", percentiles(sw, c->hist));
+	return o;
+}
+
+static void
+total_add(struct dp_session_counters *total, const struct dp_session_counters *c)
+{
+#define SC_ADD(f) total->f += c->f;
 	SC_FIELDS(SC_ADD)
 #undef SC_ADD
 	for (unsigned int b = 0; b < CMN_HIST_BUCKETS; b++)
-		total->hist[b] += c.hist[b];
-	return o;
+		total->hist[b] += c->hist[b];
 }
 
 static json_t *
@@ -347,6 +375,7 @@ state_json(const struct dp_switch *sw, uint64_t now, json_t *out)
 
 	json_object_set_new(out, "uptime_s", json_real((double)(now - sw->start_tsc) / sw->hz));
 	json_object_set_new(out, "mode", json_string(mode_name(sw)));
+	json_object_set_new(out, "mode_held", json_boolean(__atomic_load_n(&sw->held, __ATOMIC_RELAXED)));
 	if (deadline)
 		json_object_set_new(
 		    out, "lease_left_ms",
@@ -377,31 +406,73 @@ counters_json(const struct dp_switch *sw, uint64_t now, json_t *out)
 	json_object_set_new(out, "queue_depth", json_integer((json_int_t)depth));
 }
 
-/* Slot usage, thresholds and sessions, read under the tables' lock; total: the sessions' sum. */
+static int
+session_key_cmp(const void *a, const void *b)
+{
+	uint32_t x = (*(const struct dp_session *const *)a)->tenant << 16 |
+		     (*(const struct dp_session *const *)a)->session;
+	uint32_t y = (*(const struct dp_session *const *)b)->tenant << 16 |
+		     (*(const struct dp_session *const *)b)->session;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The sessions after key after (-1: all) in key order, a page of them
+ * (control/ctl_fields.h), with "next" when more follow. The counters of
+ * every session go to total, listed or not. Under the tables' lock.
+ */
 static void
-tables_json(struct dp_switch *sw, json_t *out, struct dp_session_counters *total)
+sessions_json(struct dp_switch *sw, int64_t after, json_t *out, struct dp_session_counters *total)
+{
+	static const struct dp_session *sorted[DP_MAX_SESSIONS]; /* the control thread's */
+	struct ctl_page page = {.arr = json_array()};
+	struct dp_session_counters c;
+	const struct dp_session *s;
+	unsigned int n = 0, last = 0;
+
+	LIST_FOREACH (s, &sw->tables.sessions, link)
+		if (n < DP_MAX_SESSIONS)
+			sorted[n++] = s;
+	qsort(sorted, n, sizeof(sorted[0]), session_key_cmp);
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t key = (uint32_t)sorted[i]->tenant << 16 | sorted[i]->session;
+
+		session_sum(sorted[i], &c);
+		total_add(total, &c);
+		if ((int64_t)key > after && !page.full &&
+		    ctl_page_add(&page, session_json(sw, sorted[i], &c)))
+			last = key;
+	}
+	json_object_set_new(out, "sessions", page.arr);
+	if (page.full)
+		json_object_set_new(out, "next", json_integer(last));
+}
+
+/* Slot usage and memory, thresholds and sessions, read under the tables' lock; total: the sessions' sum. */
+static void
+tables_json(struct dp_switch *sw, int64_t after, json_t *out, struct dp_session_counters *total)
 {
 	struct dp_tables *t = &sw->tables;
-	const struct dp_session *s;
-	json_t *sessions = json_array(), *th = json_object();
+	json_t *th = json_object();
 
 	dp_tables_lock(t);
-	LIST_FOREACH (s, &t->sessions, link)
-		json_array_append_new(sessions, session_json(sw, s, total));
+	sessions_json(sw, after, out, total);
 	json_object_set_new(out, "slots_used", json_integer(t->slots_used));
 	json_object_set_new(out, "slot_capacity", json_integer(t->slot_capacity));
 	json_object_set_new(out, "slot_usage", json_real((double)t->slots_used / t->slot_capacity));
+	json_object_set_new(out, "slot_mem_used", json_integer((json_int_t)t->slot_mem_used));
+	json_object_set_new(out, "slot_mem", json_integer((json_int_t)t->slot_mem_cap));
 	json_object_set_new(
 	    th, "queue_depth",
 	    json_integer(__atomic_load_n(&sw->queue_depth_threshold, __ATOMIC_RELAXED)));
 	json_object_set_new(th, "slot_usage", json_real(t->slot_usage_threshold));
 	dp_tables_unlock(t);
 	json_object_set_new(out, "thresholds", th);
-	json_object_set_new(out, "sessions", sessions);
 }
 
 int
-dp_stats_json(struct dp_switch *sw, json_t *out)
+dp_stats_json(struct dp_switch *sw, int64_t after, json_t *out)
 {
 	struct dp_session_counters total = {0};
 	uint64_t now = rte_rdtsc();
@@ -409,7 +480,7 @@ dp_stats_json(struct dp_switch *sw, json_t *out)
 	state_json(sw, now, out);
 	json_object_set_new(out, "ports", ports_json(sw));
 	counters_json(sw, now, out);
-	tables_json(sw, out, &total);
+	tables_json(sw, after, out, &total);
 	json_object_set_new(out, "rounds", json_integer((json_int_t)total.rounds));
 	json_object_set_new(out, "retransmissions", json_integer((json_int_t)total.retx));
 	json_object_set_new(out, "resends", json_integer((json_int_t)total.resends));

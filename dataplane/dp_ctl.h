@@ -20,11 +20,13 @@ void dp_switch_ctl_ops(struct dp_switch *sw, struct ctl_ops *ops);
 
 /**
  * Add the stats.get result members to out: uptime, mode, lease, ports,
- * drops and REJECTs by reason, switch-wide counters, slot usage, thresholds,
- * every session's counters and tensors, completion-time percentiles.
- * Takes the tables' lock.
+ * drops and REJECTs by reason, switch-wide counters (every session's
+ * included), slot usage and memory, thresholds, completion-time
+ * percentiles, and a page of the sessions after key after (-1: from the
+ * first) with their counters and tensors, "next" when more follow
+ * (struct ctl_ops). Takes the tables' lock.
  * @return 0
  */
-int dp_stats_json(struct dp_switch *sw, json_t *out);
+int dp_stats_json(struct dp_switch *sw, int64_t after, json_t *out);
 
 #endif /* DP_CTL_H */

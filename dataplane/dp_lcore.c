@@ -45,7 +45,7 @@ input_one(struct dp_lcore *lc, struct rte_mbuf *m)
 		return dp_drop(lc, m, DP_DROP_MULTISEG);
 	f = rte_pktmbuf_mtod(m, const uint8_t *);
 	dp_parse(f, m->data_len, &sw->pcfg, &p);
-	if (likely(m->data_len >= CAIS_ETH_HLEN))
+	if (likely(dp_parse_learn(&p)))
 		dp_l2_learn(sw->l2, f + 6, port, lc->now);
 	switch (p.cls) {
 	case DP_CLASS_DATA:

@@ -2,7 +2,8 @@
 /*
  * The match: DATA from the RX burst (dp_lcore.c), parsed, or handed over by
  * another lcore, is looked up by (tenant, session, tensor) and checked, in
- * the order of docs/PROTOCOL.md E1: FWD_ONLY, UNKNOWN_TENSOR, NOT_MEMBER,
+ * the order of docs/PROTOCOL.md E1: FWD_ONLY, UNKNOWN_TENSOR, NOT_MEMBER (the
+ * member's address, MAC and switch port: E5),
  * BAD_DTYPE (not the tensor's wire dtype, E4), BAD_COUNT (count outside
  * 1..E, or a payload shorter than count elements of that dtype), NO_SLOT,
  * each failure a REJECT (dp_reply.c); then slot and set against seq (a
@@ -17,14 +18,39 @@
 
 #include "dp_pipeline.h"
 
-/* The sender is the member registered for its rank: IPv4 address and UDP port. */
-static inline bool
-from_member(const uint8_t *f, const struct dp_session *s, uint8_t rank)
-{
-	const struct dp_member *mb = &s->members[rank < s->n ? rank : 0];
+/*
+ * Is the sender the member registered for its rank (docs/PROTOCOL.md E5)?
+ * Its IPv4 address and UDP port (else NOT_MEMBER), and, with the guards on,
+ * its source MAC and the switch port it sits behind: the one session.add
+ * gave, else the one its first DATA came in on, pinned here (else SPOOFED:
+ * someone else sends with the member's address).
+ */
+enum sender { SENDER_OK, SENDER_NOT_MEMBER, SENDER_SPOOFED };
 
-	return rank < s->n && dp_eq4(f + CAIS_ETH_HLEN + 12, &mb->ip) &&
-	       dp_eq2(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &mb->port);
+static inline enum sender
+sender_check(const struct rte_mbuf *m, const uint8_t *f, const struct dp_session *s, uint8_t rank,
+	     bool guard)
+{
+	struct dp_member *mb;
+	uint32_t bound, here = (uint32_t)m->port + 1;
+
+	if (rank >= s->n)
+		return SENDER_NOT_MEMBER;
+	mb = &s->members[rank];
+	if (!dp_eq4(f + CAIS_ETH_HLEN + 12, &mb->ip) ||
+	    !dp_eq2(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &mb->port))
+		return SENDER_NOT_MEMBER;
+	if (!guard)
+		return SENDER_OK;
+	if (!dp_eq6(f + 6, mb->mac))
+		return SENDER_SPOOFED;
+	bound = __atomic_load_n(&mb->bound, __ATOMIC_RELAXED);
+	if (likely(bound == here))
+		return SENDER_OK;
+	if (bound == 0 && __atomic_compare_exchange_n(&mb->bound, &bound, here, false,
+						      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return SENDER_OK;
+	return bound == here ? SENDER_OK : SENDER_SPOOFED; /* another lcore pinned it first */
 }
 
 /* count is 1..E, and the UDP length holds count elements of dtype (a wire dtype). */
@@ -60,8 +86,15 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 		return dp_reply_reject(lc, m, CAIS_R_UNKNOWN_TENSOR, NULL);
 	s = t->s;
 	sc = &s->part[lc->idx].c;
-	if (unlikely(!from_member(f, s, h->rank)))
+	switch (sender_check(m, f, s, h->rank, !sw->pcfg.unguarded)) {
+	case SENDER_OK:
+		break;
+	case SENDER_SPOOFED:
+		sc->spoofed++;
+		/* fall through */
+	default:
 		return dp_reply_reject(lc, m, CAIS_R_NOT_MEMBER, sc);
+	}
 	if (unlikely(h->dtype != t->wire))
 		return dp_reply_reject(lc, m, CAIS_R_BAD_DTYPE, sc);
 	if (unlikely(!count_ok(f, s, h->dtype, rte_be_to_cpu_16(h->count))))

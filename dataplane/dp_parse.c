@@ -83,6 +83,19 @@ arp_for_agg(const uint8_t *frame, uint32_t len, uint32_t agg_ip)
 	return dp_eq4(arp + 24, &agg_ip) && dp_eq6(arp + 8, frame + 6);
 }
 
+/*
+ * An ARP packet (Ethernet/IPv4, request or reply) whose sender protocol
+ * address is the aggregator's: only the switch may say where that address is.
+ */
+static bool
+arp_claims(const uint8_t *frame, uint32_t len, uint32_t agg_ip)
+{
+	const uint8_t *arp = frame + CAIS_ETH_HLEN;
+
+	return len >= CAIS_ETH_HLEN + DP_ARP_LEN && rd16(arp + 2) == DP_ETHERTYPE_IPV4 &&
+	       arp[5] == 4 && dp_eq4(arp + 14, &agg_ip);
+}
+
 /* Why a CAIS header failed cais_hdr_check(). */
 static enum dp_drop
 cais_drop(enum cais_hdr_check hc)
@@ -172,17 +185,25 @@ dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg, str
 		return drop(out, DP_DROP_BAD_SRC_MAC);
 	if (!cfg->agg_enabled)
 		return;
+	if (!cfg->unguarded && dp_eq6(frame + 6, cfg->agg_mac))
+		return drop(out, DP_DROP_AGG_SRC_MAC);
 	type = rd16(frame + 12);
 	to_agg = dp_eq6(frame, cfg->agg_mac);
 	if (type == DP_ETHERTYPE_ARP) {
-		bool want = (to_agg || dp_eq6(frame, bcast)) &&
-			    arp_for_agg(frame, len, cfg->agg_ip);
+		bool want;
+
+		if (!cfg->unguarded && arp_claims(frame, len, cfg->agg_ip))
+			return drop(out, DP_DROP_AGG_ARP);
+		want = (to_agg || dp_eq6(frame, bcast)) && arp_for_agg(frame, len, cfg->agg_ip);
 		if (want)
 			out->cls = DP_CLASS_ARP_AGG;
 		else if (to_agg)
 			drop(out, DP_DROP_ARP_OTHER);
 		return;
 	}
+	if (!cfg->unguarded && type == DP_ETHERTYPE_IPV4 && len >= CAIS_ETH_HLEN + CAIS_IP_HLEN &&
+	    dp_eq4(frame + CAIS_ETH_HLEN + 12, &cfg->agg_ip))
+		return drop(out, DP_DROP_AGG_SRC_IP);
 	if (!to_agg)
 		return;
 	if (type == DP_ETHERTYPE_IPV4)

@@ -11,6 +11,11 @@
  *    bridges do): no station may send from one, and nothing answers it;
  *  - a frame shorter than an Ethernet header is dropped (RUNT);
  *  - the aggregator is disabled (no --agg-ip): every other frame is L2 traffic;
+ *  - the aggregator's addresses are the switch's alone (docs/PROTOCOL.md
+ *    E5): a frame from its MAC, an ARP packet whose sender protocol address
+ *    is its IPv4 address, and an IPv4 packet from its address are dropped
+ *    (AGG_SRC_MAC, AGG_ARP, AGG_SRC_IP), wherever they are addressed, and
+ *    their source MAC is not learned (dp_parse_learn());
  *  - an ARP request for the aggregator address (broadcast or to the
  *    aggregator MAC) whose sender hardware address is the frame's source:
  *    answered; any other ARP to the aggregator MAC: dropped;
@@ -39,6 +44,9 @@
 #define DP_DROPS(X)                                                                                \
 	X(RUNT, "frame shorter than an Ethernet header")                                           \
 	X(BAD_SRC_MAC, "multicast or zero source MAC")                                             \
+	X(AGG_SRC_MAC, "frame from the aggregator's MAC (spoofed)")                                \
+	X(AGG_SRC_IP, "IPv4 from the aggregator's address (spoofed)")                              \
+	X(AGG_ARP, "ARP claiming the aggregator's address (spoofed)")                              \
 	X(VLAN, "VLAN-tagged frame to the aggregator MAC")                                         \
 	X(TO_AGG_OTHER, "non-IPv4/ARP frame or other IP to the aggregator MAC")                    \
 	X(ARP_OTHER, "ARP to the aggregator MAC that is not a request for its address")            \
@@ -92,6 +100,12 @@ struct dp_parse_cfg {
 	uint32_t agg_ip;   /**< network order */
 	uint16_t udp_port; /**< network order */
 	bool agg_enabled;  /**< false: the switch only forwards */
+	/**
+	 * The guards of docs/PROTOCOL.md E5 (the aggregator's addresses here,
+	 * member binding in dp_match.c) off. Never in cais-switch; only
+	 * bench_pipeline sets it, to measure what the guards cost.
+	 */
+	bool unguarded;
 };
 
 /**
@@ -113,6 +127,17 @@ struct dp_parsed {
  */
 void dp_parse(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 	      struct dp_parsed *out);
+
+/**
+ * Whether the switch may learn the source MAC of a frame so classified: not
+ * from a runt, a bad source MAC or a frame that forges the aggregator's
+ * addresses (the reasons that come first in DP_DROPS).
+ */
+static inline bool
+dp_parse_learn(const struct dp_parsed *p)
+{
+	return p->cls != DP_CLASS_DROP || p->drop > DP_DROP_AGG_ARP;
+}
 
 /** Internet checksum of an IPv4 header of hlen bytes (0 when valid). */
 uint16_t dp_ip_csum(const void *hdr, unsigned int hlen);

@@ -43,11 +43,17 @@ tx_result(struct dp_lcore *lc, const struct dp_session *s, uint16_t port, struct
 		dp_tx(lc, port, m);
 }
 
+/*
+ * To the switch port the member is bound to (dp_match.c): a host that sends
+ * frames from the member's MAC elsewhere moves the MAC table's entry, not
+ * the member's RESULTs. A member not bound yet (the guards off) by its MAC.
+ */
 static inline void
 send_to_member(struct dp_lcore *lc, const struct dp_session *s, const struct dp_member *mb,
 	       struct rte_mbuf *m)
 {
-	int port = dp_l2_lookup(lc->sw->l2, mb->mac, lc->now);
+	uint32_t bound = __atomic_load_n(&mb->bound, __ATOMIC_RELAXED);
+	int port = bound ? (int)bound - 1 : dp_l2_lookup(lc->sw->l2, mb->mac, lc->now);
 
 	if (unlikely(port < 0 || port >= lc->sw->n_ports))
 		return dp_drop(lc, m, DP_DROP_NO_PORT);

@@ -15,7 +15,7 @@ dp_stats_print(struct dp_switch *sw, FILE *f)
 {
 	json_t *o = json_object();
 
-	dp_stats_json(sw, o);
+	dp_stats_json(sw, -1, o);
 	fputc('\n', f);
 	ctl_stats_print(f, o, "cais-switch statistics");
 	fflush(f);

@@ -76,6 +76,7 @@ static void
 settings_init(struct dp_switch *sw, const struct dp_switch_conf *c)
 {
 	sw->pcfg.agg_enabled = c->agg_enabled;
+	sw->pcfg.unguarded = c->unguarded;
 	sw->pcfg.agg_ip = c->agg_ip;
 	memcpy(sw->pcfg.agg_mac, c->agg_mac.addr_bytes, 6);
 	sw->pcfg.udp_port = rte_cpu_to_be_16(c->udp_port);
@@ -101,6 +102,7 @@ tables_init(struct dp_switch *sw, const struct dp_switch_conf *c)
 	    .rcu = sw->rcu,
 	    .agg = &sw->pcfg,
 	    .slot_capacity = c->slot_capacity,
+	    .slot_mem = c->slot_mem,
 	};
 
 	return dp_tables_init(&sw->tables, &tc);
@@ -164,6 +166,13 @@ dp_switch_free(struct dp_switch *sw)
 void
 dp_mode_set(struct dp_switch *sw, enum dp_mode mode)
 {
+	if (mode == DP_MODE_COMPUTE) {
+		__atomic_store_n(&sw->held, false, __ATOMIC_RELAXED);
+		/* before the mode: an expiry seen in between fails its exchange */
+		__atomic_store_n(&sw->lease_deadline, 0, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&sw->held, true, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&sw->mode, (int)mode, __ATOMIC_RELEASE);
 }
 
@@ -173,7 +182,8 @@ dp_lease(struct dp_switch *sw, uint32_t ttl_ms)
 	uint64_t deadline = rte_rdtsc() + (uint64_t)ttl_ms * sw->hz / 1000;
 
 	__atomic_store_n(&sw->lease_deadline, deadline, __ATOMIC_RELEASE);
-	__atomic_store_n(&sw->mode, DP_MODE_COMPUTE, __ATOMIC_RELEASE);
+	if (!__atomic_load_n(&sw->held, __ATOMIC_RELAXED))
+		__atomic_store_n(&sw->mode, DP_MODE_COMPUTE, __ATOMIC_RELEASE);
 }
 
 void

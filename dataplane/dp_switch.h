@@ -43,6 +43,7 @@ struct dp_switch_conf {
 	unsigned int n_lcores;
 	unsigned int lcore_ids[RTE_MAX_LCORE]; /**< for rte_eal_remote_launch() */
 	uint32_t slot_capacity;
+	uint64_t slot_mem; /**< bytes of slot arrays in all; 0: DP_DEFAULT_SLOT_MEM */
 	uint32_t mac_age_s;
 	unsigned int mbufs;	/**< packet pool size */
 	unsigned int mbuf_data; /**< packet mbuf data room (without headroom) */
@@ -53,6 +54,7 @@ struct dp_switch_conf {
 	void *tx_ctx;
 	const struct dp_agg_kernels *agg; /**< NULL: dp_agg_best() */
 	unsigned int high_share; /**< % of TX buffering reserved for high priority; 0: default */
+	bool unguarded;		 /**< the guards off (struct dp_parse_cfg): bench_pipeline only */
 };
 
 /** Switch modes (mode.set; a lease that runs out sets forward-only). */
@@ -79,7 +81,7 @@ struct dp_switch {
 	struct dp_lcore *lcores; /**< n_lcores, cache aligned */
 	uint16_t normal_cap;	 /**< normal-class packets a TX buffer takes before a flush */
 	struct dp_l2 *l2;
-	int mode;			/**< enum dp_mode */
+	int mode;			/**< enum dp_mode: what the data path does */
 	uint32_t queue_depth_threshold; /**< above it RESULTs carry CONGESTED */
 	struct dp_tables tables;
 
@@ -88,7 +90,8 @@ struct dp_switch {
 	/** Called by data lcore 0 about every DP_PERIODIC_US (stats, signals); may be NULL. */
 	void (*periodic)(struct dp_switch *sw, void *arg);
 	void *periodic_arg;
-	uint64_t lease_deadline; /**< TSC; 0: no lease (static mode) */
+	uint64_t lease_deadline; /**< TSC; 0: no lease (static mode, or ended by mode.set compute) */
+	bool held;		 /**< mode.set forward_only holds: leases do not lift it */
 
 	/* Set at creation. */
 	uint64_t start_tsc;
@@ -106,10 +109,22 @@ struct dp_switch *dp_switch_create(const struct dp_switch_conf *conf);
 /** Free a switch and everything in its tables. Lcores must have stopped. */
 void dp_switch_free(struct dp_switch *sw);
 
-/** Set the mode; DATA gets REJECT FWD_ONLY in forward-only mode. */
+/*
+ * Mode and lease, one rule (docs/PROTOCOL.md E5): the switch is in
+ * forward-only mode (DATA gets REJECT FWD_ONLY) while the operator holds it
+ * there (mode.set forward_only, until mode.set compute) or while a lease has
+ * run out (until the next lease or mode.set compute). mode.set compute also
+ * ends the lease: the switch computes until a new lease arms one. The
+ * control side calls these one at a time; dp_lease_check() runs beside them.
+ */
+
+/** mode.set: forward-only holds until compute; compute ends the lease. */
 void dp_mode_set(struct dp_switch *sw, enum dp_mode mode);
 
-/** Grant or renew the lease: compute mode for ttl_ms, then forward-only unless renewed. */
+/**
+ * Grant or renew the lease: ttl_ms from now, then forward-only unless
+ * renewed; compute mode again after an expiry (not after mode.set forward_only).
+ */
 void dp_lease(struct dp_switch *sw, uint32_t ttl_ms);
 
 /** Check the lease (data lcore 0, periodically): once it has run out, forward-only. */

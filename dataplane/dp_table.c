@@ -5,6 +5,7 @@
  * path reads only the tensor hash (dp_tensor_lookup(), from dp_match.c).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ dp_tables_init(struct dp_tables *t, const struct dp_tables_conf *c)
 	t->n_lcores = c->n_lcores;
 	t->agg = *c->agg;
 	t->slot_capacity = c->slot_capacity ? c->slot_capacity : DP_DEFAULT_SLOT_CAPACITY;
+	t->slot_mem_cap = c->slot_mem ? c->slot_mem : DP_DEFAULT_SLOT_MEM;
 	t->slot_usage_threshold = DP_DEFAULT_SLOT_USAGE;
 	pthread_mutex_init(&t->lock, NULL);
 	LIST_INIT(&t->sessions);
@@ -137,13 +139,14 @@ part_alloc(struct dp_session_part *pt, uint32_t pool, unsigned int k, unsigned i
 	return 0;
 }
 
-/* A member as RESULTs address it: its headers from the aggregator, built once. */
+/* A member as DATA binds it and RESULTs address it: its headers from the aggregator, built once. */
 static void
 member_set(const struct dp_tables *t, struct dp_member *m, const struct dp_member_conf *c)
 {
 	memcpy(m->mac, c->mac, 6);
 	m->ip = c->ip;
 	m->port = rte_cpu_to_be_16(c->port);
+	m->bound = c->sw_port >= 0 ? (uint32_t)c->sw_port + 1 : 0;
 	dp_frame_hdr(m->hdr, m->mac, t->agg.agg_mac, t->agg.agg_ip, m->ip, t->agg.udp_port,
 		     m->port);
 }
@@ -180,10 +183,40 @@ nomem:
 	return NULL;
 }
 
+uint64_t
+dp_session_mem(uint32_t pool, uint16_t elems, unsigned int n_lcores)
+{
+	uint64_t sets = 0;
+
+	/* what part_alloc() takes for every lcore's part */
+	for (unsigned int k = 0; k < n_lcores; k++)
+		sets += pool > k ? 2 * (uint64_t)((pool - k + n_lcores - 1) / n_lcores) : 0;
+	return sets * (sizeof(struct dp_slot) + (uint64_t)elems * sizeof(int64_t));
+}
+
+/*
+ * Members the switch itself answers for cannot be hosts (the ctl side
+ * checked what needs no switch: unicast, host addresses, distinct).
+ */
+static int
+members_usable(const struct dp_tables *t, const struct dp_session_conf *c, struct dp_err *why)
+{
+	for (unsigned int r = 0; r < c->n; r++) {
+		if (c->members[r].ip == t->agg.agg_ip)
+			return refuse(why, EINVAL,
+				      "members[%u]: field 'ip' is the aggregator's address", r);
+		if (memcmp(c->members[r].mac, t->agg.agg_mac, 6) == 0)
+			return refuse(why, EINVAL, "members[%u]: field 'mac' is the aggregator's MAC",
+				      r);
+	}
+	return 0;
+}
+
 int
 dp_session_add(struct dp_tables *t, const struct dp_session_conf *c, struct dp_err *why)
 {
 	struct dp_session *s;
+	uint64_t mem;
 	int rc = 0;
 
 	pthread_mutex_lock(&t->lock);
@@ -193,6 +226,18 @@ dp_session_add(struct dp_tables *t, const struct dp_session_conf *c, struct dp_e
 	}
 	if (t->n_sessions >= DP_MAX_SESSIONS) {
 		rc = refuse(why, ENOSPC, "session table full (%u sessions)", DP_MAX_SESSIONS);
+		goto out;
+	}
+	if ((rc = members_usable(t, c, why)))
+		goto out;
+	mem = dp_session_mem(c->slots, c->elems, t->n_lcores);
+	if (t->slot_mem_used + mem > t->slot_mem_cap) {
+		rc = refuse(why, ENOSPC,
+			    "fields 'slots' x 'elems_per_packet': the slot arrays would take %" PRIu64
+			    " MiB, %" PRIu64 " MiB of the switch's %" PRIu64
+			    " MiB are free (cais-switch --slot-mem)",
+			    mem >> 20, (t->slot_mem_cap - t->slot_mem_used) >> 20,
+			    t->slot_mem_cap >> 20);
 		goto out;
 	}
 	if ((double)t->slots_used + c->slots > t->slot_usage_threshold * t->slot_capacity) {
@@ -211,6 +256,7 @@ dp_session_add(struct dp_tables *t, const struct dp_session_conf *c, struct dp_e
 	LIST_INSERT_HEAD(&t->sessions, s, link);
 	t->n_sessions++;
 	t->slots_used += s->pool;
+	t->slot_mem_used += mem;
 out:
 	pthread_mutex_unlock(&t->lock);
 	return rc;
@@ -254,6 +300,7 @@ dp_session_del(struct dp_tables *t, uint16_t tenant, uint16_t session, struct dp
 	LIST_REMOVE(s, link);
 	t->n_sessions--;
 	t->slots_used -= s->pool;
+	t->slot_mem_used -= dp_session_mem(s->pool, s->elems, s->n_lcores);
 	dp_rcu_synchronize(t->rcu);
 	while ((tn = LIST_FIRST(&gone))) {
 		LIST_REMOVE(tn, link);

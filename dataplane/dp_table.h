@@ -43,8 +43,9 @@ enum dp_prio { DP_PRIO_NORMAL = 0, DP_PRIO_HIGH = 1 };
 /** A member of a session as session.add gives it. */
 struct dp_member_conf {
 	uint8_t mac[6];
-	uint32_t ip;   /**< network order */
-	uint16_t port; /**< UDP port, host order */
+	uint32_t ip;	 /**< network order */
+	uint16_t port;	 /**< UDP port, host order */
+	int16_t sw_port; /**< the switch port it sits behind; -1: pinned by its first DATA */
 };
 
 /** A session's settings (session.add). */
@@ -73,11 +74,21 @@ struct dp_err {
 	char msg[DP_ERR_MSG];
 };
 
-/** A member of a session, as RESULTs address it. */
+/**
+ * A member of a session: what its DATA must come from (docs/PROTOCOL.md E5:
+ * IPv4 address, UDP port, source MAC, switch port) and how RESULTs address it.
+ */
 struct dp_member {
 	uint8_t mac[6];
 	uint32_t ip;   /**< network order */
 	uint16_t port; /**< UDP port, network order */
+	/**
+	 * The switch port + 1 its DATA must arrive on, and its RESULTs leave by;
+	 * 0 until its first DATA pins it (one compare-and-swap by whichever
+	 * lcore sees that DATA first; never written again), unless session.add
+	 * gave the port.
+	 */
+	uint32_t bound;
 	/** Ethernet/IPv4/UDP toward the member; lengths and checksum set per packet. */
 	uint8_t hdr[CAIS_FRAME_HDR_OFF];
 };
@@ -93,6 +104,7 @@ struct dp_session_counters {
 	uint64_t stale;		/**< seq older than the round held */
 	uint64_t inconsistent;	/**< count, dtype or tensor differing from the round's */
 	uint64_t slot_mismatch; /**< slot/set not matching seq */
+	uint64_t spoofed;	/**< DATA with a member's address from another MAC or port */
 	uint64_t abandoned;	/**< open rounds overwritten by a newer seq */
 	uint64_t overflow;	/**< rounds completed with OVERFLOW */
 	uint64_t rejects[CAIS_R_MAX];
@@ -150,6 +162,8 @@ struct dp_tables {
 	unsigned int n_tensors;
 	uint32_t slot_capacity;
 	uint32_t slots_used;
+	uint64_t slot_mem_cap;	/**< bytes the sessions' slot arrays may take in all */
+	uint64_t slot_mem_used; /**< bytes they take */
 	double slot_usage_threshold; /**< session.add refuses pools beyond this share */
 };
 
@@ -161,6 +175,7 @@ struct dp_tables_conf {
 	struct rte_rcu_qsbr *rcu;
 	const struct dp_parse_cfg *agg;
 	uint32_t slot_capacity; /**< 0: DP_DEFAULT_SLOT_CAPACITY */
+	uint64_t slot_mem;	/**< bytes; 0: DP_DEFAULT_SLOT_MEM */
 };
 
 /**
@@ -179,8 +194,10 @@ void dp_tables_fini(struct dp_tables *t);
 
 /**
  * Add a session and its slot arrays.
- * @return 0; -EEXIST (the session exists); -ENOSPC (session table full, the
- *         pool would pass the slot-usage threshold, or no memory for it)
+ * @return 0; -EEXIST (the session exists); -EINVAL (a member uses the
+ *         aggregator's IPv4 address or MAC); -ENOSPC (session table full, the
+ *         pool would pass the slot-usage threshold or the slot memory
+ *         bound, or no memory for it)
  */
 int dp_session_add(struct dp_tables *t, const struct dp_session_conf *c, struct dp_err *why);
 
@@ -204,6 +221,9 @@ int dp_tensor_add(struct dp_tables *t, const struct dp_tensor_conf *c, struct dp
  */
 int dp_tensor_del(struct dp_tables *t, uint16_t tenant, uint16_t session, uint32_t tensor,
 		  struct dp_err *why);
+
+/** Bytes the slot arrays of a session of pool slots of elems elements take. */
+uint64_t dp_session_mem(uint32_t pool, uint16_t elems, unsigned int n_lcores);
 
 /** Set the share of the slot capacity (0..1) beyond which session.add refuses. */
 void dp_tables_set_slot_usage(struct dp_tables *t, double share);

@@ -68,7 +68,7 @@ stats_now(void)
 {
 	json_t *o = json_object();
 
-	dp_stats_json(tel_sw, o);
+	dp_stats_json(tel_sw, -1, o);
 	return o;
 }
 

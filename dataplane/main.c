@@ -49,6 +49,7 @@ struct options {
 	const char *ctl_key;
 	uint32_t stats_period;
 	uint32_t max_slots;
+	uint32_t slot_mem_mib;
 	uint32_t mac_age;
 	uint32_t mtu;
 	uint32_t mbufs;
@@ -80,6 +81,8 @@ usage(FILE *f, const char *prog)
 		"                       without one the endpoint must be on loopback\n"
 		"  --stats-period S     print counters every S seconds (0: only at exit)\n"
 		"  --max-slots N        slot capacity of the switch (default %u)\n"
+		"  --slot-mem MIB       memory the sessions' slot arrays may take in all\n"
+		"                       (S x 2 x (E x 8 + 64) bytes a session; default %llu)\n"
 		"  --mac-age S          MAC table ageing in seconds (default %u)\n"
 		"  --mtu N              MTU requested of devices that accept it (default %u)\n"
 		"  --mbufs N            packet mbufs (default %u; each holds %u bytes)\n"
@@ -93,7 +96,8 @@ usage(FILE *f, const char *prog)
 		"    --vdev=net_af_packet1,iface=sw-p2,blocksz=16384,framesz=16384 \\\n"
 		"    -- --agg-ip 10.0.0.254 --config sessions.json --stats-period 5\n"
 		"With several lcores, give af_packet devices qpairs=<number of lcores>.\n",
-		prog, CAIS_UDP_PORT, CAIS_CTL_PORT, DP_DEFAULT_SLOT_CAPACITY, DP_L2_DEFAULT_AGE_S,
+		prog, CAIS_UDP_PORT, CAIS_CTL_PORT, DP_DEFAULT_SLOT_CAPACITY,
+		(unsigned long long)(DP_DEFAULT_SLOT_MEM >> 20), DP_L2_DEFAULT_AGE_S,
 		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, DP_DEFAULT_HIGH_SHARE, prog);
 }
 
@@ -198,6 +202,7 @@ static const struct opt opts[] = {
     {"ctl-key", parse_ctl_key, 0, 0, 0},
     {"stats-period", parse_u32, 0, 86400, offsetof(struct options, stats_period)},
     {"max-slots", parse_u32, 1, 1u << 24, offsetof(struct options, max_slots)},
+    {"slot-mem", parse_u32, 1, 1u << 20, offsetof(struct options, slot_mem_mib)},
     {"mac-age", parse_u32, 1, 86400, offsetof(struct options, mac_age)},
     {"mtu", parse_u32, 68, 9600, offsetof(struct options, mtu)},
     {"mbufs", parse_u32, 1024, 1u << 22, offsetof(struct options, mbufs)},
@@ -404,6 +409,34 @@ port_init(struct dp_switch *sw, uint16_t p, const struct options *o, uint16_t *n
 	return 0;
 }
 
+/*
+ * Discard what the RX queues hold before the switch runs. A port's first
+ * frames must be its own: members are bound to the switch port of their first
+ * DATA (docs/PROTOCOL.md E5). net_af_packet opens its ETH_P_ALL socket before
+ * binding it to its interface, and in between the socket takes frames from
+ * every interface, so a restarted switch on veths found other hosts' DATA in
+ * a port's ring and bound them there. What is discarded is retransmitted.
+ */
+static void
+drain_stale_rx(const uint16_t *nb_rxq, uint16_t n_ports)
+{
+	struct rte_mbuf *pkts[DP_BURST];
+	unsigned int n = 0;
+
+	for (uint16_t p = 0; p < n_ports; p++)
+		for (uint16_t q = 0; q < nb_rxq[p]; q++)
+			for (unsigned int k = 0; k < 4 * DP_RX_DESC / DP_BURST; k++) {
+				uint16_t got = rte_eth_rx_burst(p, q, pkts, DP_BURST);
+
+				if (!got)
+					break;
+				rte_pktmbuf_free_bulk(pkts, got);
+				n += got;
+			}
+	if (n)
+		LOG(INFO, "discarded %u frames received before the ports were bound", n);
+}
+
 /* Spread every (port, RX queue) over the lcores, round robin. */
 static int
 assign_queues(struct dp_switch *sw, const uint16_t *nb_rxq, uint16_t n_ports)
@@ -432,6 +465,7 @@ ports_start(struct dp_switch *sw, const struct options *o, uint16_t n_ports)
 	for (uint16_t p = 0; p < n_ports; p++)
 		if (port_init(sw, p, o, &nb_rxq[p]) != 0)
 			rte_exit(EXIT_FAILURE, "cannot set up port %u\n", p);
+	drain_stale_rx(nb_rxq, n_ports);
 	if (assign_queues(sw, nb_rxq, n_ports) != 0)
 		rte_exit(EXIT_FAILURE, "too many RX queues for the lcores\n");
 }
@@ -479,6 +513,7 @@ switch_create(const struct options *o, uint16_t n_ports, struct dp_switch_conf *
 	RTE_LCORE_FOREACH_WORKER (lcore)
 		conf->lcore_ids[conf->n_lcores++] = lcore;
 	conf->slot_capacity = o->max_slots;
+	conf->slot_mem = (uint64_t)o->slot_mem_mib << 20;
 	conf->mac_age_s = o->mac_age;
 	conf->mbufs = o->mbufs;
 	conf->high_share = o->high_share;

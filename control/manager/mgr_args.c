@@ -37,21 +37,11 @@ mgr_get_name(const json_t *obj, const char *field, const char **out, struct ctl_
 int
 mgr_parse_mac(const char *s, char out[18])
 {
-	unsigned int b[6];
-	char tail;
+	uint8_t b[6];
 
-	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3],
-				      &b[4], &b[5], &tail) != 6)
+	if (ctl_parse_member_mac(s, b) != 0)
 		return -1;
-	for (int i = 0; i < 6; i++)
-		if (!isxdigit((unsigned char)s[3 * i]) || !isxdigit((unsigned char)s[3 * i + 1]) ||
-		    (i < 5 && s[3 * i + 2] != ':'))
-			return -1;
-	if (b[0] & 1)
-		return -1; /* a group address cannot be a member */
-	snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", (unsigned char)b[0], (unsigned char)b[1],
-		 (unsigned char)b[2], (unsigned char)b[3], (unsigned char)b[4],
-		 (unsigned char)b[5]);
+	snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
 	return 0;
 }
 
@@ -60,7 +50,8 @@ mgr_parse_ip(const char *s, char out[16])
 {
 	struct in_addr a;
 
-	if (inet_pton(AF_INET, s, &a) != 1 || !inet_ntop(AF_INET, &a, out, 16))
+	if (inet_pton(AF_INET, s, &a) != 1 || !ctl_host_ip(a.s_addr) ||
+	    !inet_ntop(AF_INET, &a, out, 16))
 		return -1;
 	return 0;
 }

@@ -23,10 +23,10 @@
  */
 int mgr_get_name(const json_t *obj, const char *field, const char **out, struct ctl_err *err);
 
-/** "aa:bb:cc:dd:ee:ff", unicast, into canonical lowercase text. @return 0, -1 */
+/** "aa:bb:cc:dd:ee:ff", a member's (ctl_parse_member_mac()), into canonical lowercase text. @return 0, -1 */
 int mgr_parse_mac(const char *s, char out[18]);
 
-/** A dotted IPv4 address, into canonical text. @return 0, -1 */
+/** A dotted IPv4 address a member may have (ctl_host_ip()), into canonical text. @return 0, -1 */
 int mgr_parse_ip(const char *s, char out[16]);
 
 #endif /* MGR_ARGS_H */

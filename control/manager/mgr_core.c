@@ -577,9 +577,11 @@ cmd_job_join(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err
 		return rc;
 	if (mgr_parse_mac(mac, me.mac))
 		return ctl_fail(err, EINVAL,
-				"field 'mac' is not a unicast MAC (aa:bb:cc:dd:ee:ff)");
+				"field 'mac' is not a unicast MAC (aa:bb:cc:dd:ee:ff, not all-zero)");
 	if (mgr_parse_ip(ip, me.ip))
-		return ctl_fail(err, EINVAL, "field 'ip' is not an IPv4 address");
+		return ctl_fail(err, EINVAL,
+				"field 'ip' is not a host's IPv4 address (0.0.0.0/8, 127.0.0.0/8, "
+				"224.0.0.0/4 and 240.0.0.0/4 are not)");
 	me.rank = (uint16_t)rank;
 	me.port = (uint16_t)port;
 	if ((rc = load_job(m, name, false, &j, err)) || (rc = check_rank(&j, rank, err)))
@@ -1005,29 +1007,48 @@ cmd_job_end(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 	return 0;
 }
 
+/* One jobs.list page being filled. */
+struct list_page {
+	struct ctl_page page;
+	int64_t last; /**< the row of its last job */
+};
+
 static int
 list_add(void *arg, const struct mgr_job *j)
 {
-	json_array_append_new(arg, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:b}", "job",
-					     j->name, "tenant_name", j->tenant_name, "tenant",
-					     j->tenant, "session", j->session, "world", j->world,
-					     "joined", j->joined, "state", mgr_state_name(j->state),
-					     "offload", j->offload));
+	struct list_page *lp = arg;
+
+	if (!ctl_page_add(&lp->page,
+			  json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:b}", "job", j->name,
+				    "tenant_name", j->tenant_name, "tenant", j->tenant, "session",
+				    j->session, "world", j->world, "joined", j->joined, "state",
+				    mgr_state_name(j->state), "offload", j->offload)))
+		return 1; /* the page is full */
+	lp->last = j->row;
 	return 0;
 }
 
+/* jobs.list [after]: a page of the jobs after the cursor, oldest first (docs/PROTOCOL.md E5). */
 static int
 cmd_jobs_list(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 {
-	json_t *jobs = json_array();
+	static const char *const fields[] = {"after", NULL};
+	struct list_page lp = {.page = {.arr = json_array()}, .last = -1};
+	uint64_t after = UINT64_MAX;
 	int rc;
 
-	if ((rc = no_args(args, err)) ||
-	    (rc = mgr_store_jobs(m->store, list_add, jobs) ? -EIO : 0)) {
-		json_decref(jobs);
+	if ((rc = ctl_check_fields(args, fields, err)) ||
+	    (rc = ctl_get_uint(args, "after", 0, INT64_MAX, false, &after, err)) ||
+	    (rc = mgr_store_jobs_after(m->store, after == UINT64_MAX ? -1 : (int64_t)after,
+				       list_add, &lp)
+		      ? -EIO
+		      : 0)) {
+		json_decref(lp.page.arr);
 		return rc == -EIO ? store_fail(m, err) : rc;
 	}
-	json_object_set_new(res, "jobs", jobs);
+	json_object_set_new(res, "jobs", lp.page.arr);
+	if (lp.page.full)
+		json_object_set_new(res, "next", json_integer(lp.last));
 	return 0;
 }
 

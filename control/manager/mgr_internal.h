@@ -59,7 +59,8 @@ mgr_errname(int code)
 
 /**
  * One request to the switch (ctl_call, serialised, retried once when the
- * switch refused its ts or MAC before dispatch: nothing changed then).
+ * switch refused its ts or MAC before dispatch: nothing changed then);
+ * stats.get followed through its pages (ctl_call_pages()).
  * @param args   consumed (may be NULL)
  * @param result NULL, or the reply's result (a new reference)
  * @return 0 or -code (ETIMEDOUT when the switch is silent)

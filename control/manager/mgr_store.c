@@ -312,7 +312,7 @@ state_of(const char *s)
 #define JOB_COLUMNS                                                                                \
 	"name, tenant_name, tenant, session, world, slots, elems, priority, state, offload, "      \
 	"reason, first_seq, on_switch, installing, pending_del, lim, last_step, "                  \
-	"(SELECT count(*) FROM members WHERE members.job = jobs.name)"
+	"(SELECT count(*) FROM members WHERE members.job = jobs.name), rowid"
 
 static void
 copy_text(char *dst, size_t cap, sqlite3_stmt *s, int col)
@@ -344,6 +344,7 @@ job_row(sqlite3_stmt *s, struct mgr_job *j)
 	j->limit = sqlite3_column_int(s, 15);
 	j->last_step = sqlite3_column_int64(s, 16);
 	j->joined = (unsigned int)sqlite3_column_int(s, 17);
+	j->row = sqlite3_column_int64(s, 18);
 }
 
 int
@@ -401,11 +402,19 @@ mgr_store_job_delete(struct mgr_store *st, const char *name)
 int
 mgr_store_jobs(struct mgr_store *st, int (*fn)(void *arg, const struct mgr_job *job), void *arg)
 {
+	return mgr_store_jobs_after(st, -1, fn, arg);
+}
+
+int
+mgr_store_jobs_after(struct mgr_store *st, int64_t after,
+		     int (*fn)(void *arg, const struct mgr_job *job), void *arg)
+{
 	struct mgr_job j;
 	sqlite3_stmt *s;
 	int rc;
 
-	if ((rc = prep(st, &s, "SELECT " JOB_COLUMNS " FROM jobs ORDER BY created_ms, rowid", "")))
+	if ((rc = prep(st, &s, "SELECT " JOB_COLUMNS " FROM jobs WHERE rowid > ? ORDER BY rowid",
+		       "i", after)))
 		return rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		job_row(s, &j);

@@ -44,6 +44,7 @@ struct mgr_job {
 	int32_t limit;	   /**< tensors offloaded at last_step, -1 all (congestion policy) */
 	int64_t last_step; /**< newest step answered, -1 none */
 	unsigned int joined;
+	int64_t row; /**< its row in the store, older jobs lower: jobs.list's page cursor */
 };
 
 struct mgr_member {
@@ -95,9 +96,13 @@ int mgr_store_job_put(struct mgr_store *st, const struct mgr_job *job, int64_t n
 /** Remove a job and everything that hangs off it (an ended job's name reused). */
 int mgr_store_job_delete(struct mgr_store *st, const char *name);
 
-/** Call fn for every job, oldest first; fn's non-zero return stops. */
+/** Call fn for every job, oldest first (by row); fn's non-zero return stops. */
 int mgr_store_jobs(struct mgr_store *st, int (*fn)(void *arg, const struct mgr_job *job),
 		   void *arg);
+
+/** mgr_store_jobs() from the job after row after (struct mgr_job.row; -1: the first). */
+int mgr_store_jobs_after(struct mgr_store *st, int64_t after,
+			 int (*fn)(void *arg, const struct mgr_job *job), void *arg);
 
 /** Delete ended jobs beyond the newest `keep`. */
 int mgr_store_prune_ended(struct mgr_store *st, unsigned int keep);

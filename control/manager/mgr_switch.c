@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "ctl_client.h"
+#include "ctl_fields.h"
 #include "mgr_internal.h"
 
 int64_t
@@ -24,19 +25,31 @@ mgr_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* One request to the switch, a paged list (pages: its field) followed to its end. */
+static int
+call_once(struct mgr *m, const char *cmd, const char *pages, json_t *args, json_t **res,
+	  struct ctl_err *err)
+{
+	int timeout = (int)m->conf.switch_timeout_ms;
+
+	return pages ? ctl_call_pages(&m->conf.switch_ctl, &m->switch_key, cmd, args, pages,
+				      timeout, res, err)
+		     : ctl_call(&m->conf.switch_ctl, &m->switch_key, cmd, args, timeout, res, err);
+}
+
 int
 mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **result, struct ctl_err *err)
 {
+	/* stats.get pages its sessions (docs/PROTOCOL.md E5): the manager needs them all */
+	const char *pages = strcmp(cmd, "stats.get") == 0 ? "sessions" : NULL;
 	json_t *res = NULL;
 	int rc;
 
 	pthread_mutex_lock(&m->sw_lock);
-	rc = ctl_call(&m->conf.switch_ctl, &m->switch_key, cmd, args,
-		      (int)m->conf.switch_timeout_ms, &res, err);
+	rc = call_once(m, cmd, pages, args, &res, err);
 	/* EPERM: refused before dispatch (another client's newer ts): harmless to repeat */
 	if (rc == -EPERM)
-		rc = ctl_call(&m->conf.switch_ctl, &m->switch_key, cmd, args,
-			      (int)m->conf.switch_timeout_ms, &res, err);
+		rc = call_once(m, cmd, pages, args, &res, err);
 	pthread_mutex_unlock(&m->sw_lock);
 	json_decref(args);
 	mgr_log(rc ? MGR_LOG_INFO : MGR_LOG_DEBUG, "switch %s: %s%s%s", cmd,
@@ -212,6 +225,32 @@ refuse:
 	return false;
 }
 
+/*
+ * The switch's last stats for switch.status: all of it but the sessions
+ * that would not fit one reply (the switch pages them, the manager keeps
+ * them all): those are left out and counted in "sessions_omitted".
+ */
+static json_t *
+stats_page(const json_t *stats)
+{
+	json_t *out = json_deep_copy(stats), *all = json_object_get(stats, "sessions");
+	struct ctl_page page = {.arr = json_array()};
+	size_t i;
+
+	if (!json_is_array(all)) {
+		json_decref(page.arr);
+		return out;
+	}
+	for (i = 0; i < json_array_size(all); i++)
+		if (!ctl_page_add(&page, json_deep_copy(json_array_get(all, i))))
+			break;
+	json_object_set_new(out, "sessions", page.arr);
+	if (page.full)
+		json_object_set_new(out, "sessions_omitted",
+				    json_integer((json_int_t)(json_array_size(all) - i)));
+	return out;
+}
+
 void
 mgr_switch_status(struct mgr *m, json_t *res)
 {
@@ -226,7 +265,7 @@ mgr_switch_status(struct mgr *m, json_t *res)
 		json_object_set_new(res, "polled_ms_ago", json_integer(now - m->sw.polled_ms));
 	if (!m->sw.reachable && m->sw.poll_error[0])
 		json_object_set_new(res, "error", json_string(m->sw.poll_error));
-	json_object_set_new(res, "stats", m->sw.stats ? json_deep_copy(m->sw.stats) : json_null());
+	json_object_set_new(res, "stats", m->sw.stats ? stats_page(m->sw.stats) : json_null());
 	json_object_set_new(lease, "ttl_ms", json_integer(m->conf.lease_ms));
 	json_object_set_new(lease, "renew_ms", json_integer(m->conf.lease_ms / 3));
 	json_object_set_new(lease, "held",

@@ -116,8 +116,9 @@ f_thresholds(void *ctx, const struct ctl_thresholds *t, struct ctl_err *err)
 }
 
 static int
-f_stats(void *ctx, json_t *res, struct ctl_err *err)
+f_stats(void *ctx, int64_t after, json_t *res, struct ctl_err *err)
 {
+	(void)after;
 	(void)ctx;
 	json_object_set_new(res, "rounds", json_integer(3));
 	if (F.stats_pad) {

@@ -245,7 +245,7 @@ model_session_add(const json_t *a)
 {
 	static const char *const names[] = {"tenant",		"session",  "n",       "slots",
 					    "elems_per_packet", "priority", "members", NULL};
-	static const char *const mnames[] = {"rank", "mac", "ip", "port", NULL};
+	static const char *const mnames[] = {"rank", "mac", "ip", "port", "switch_port", NULL};
 	long long tenant = 0, session = 0, n = 0, slots = 0, elems = 0, prio = 0;
 	int rn;
 	const json_t *members;
@@ -278,7 +278,7 @@ model_session_add(const json_t *a)
 	M.s.priority = (uint8_t)prio;
 	for (size_t i = 0; i < (size_t)n; i++) {
 		const json_t *m = json_array_get(members, i);
-		long long rank = -1, port = 0;
+		long long rank = -1, port = 0, sw_port = -1;
 		const char *mac, *ip;
 		struct ctl_member mb = {0};
 		int nbad = M.nbad;
@@ -292,9 +292,14 @@ model_session_add(const json_t *a)
 		mac = str_field(m, "mac");
 		ip = str_field(m, "ip");
 		int_field(m, "port", 1, 65535, true, &port);
-		if (mac && (!mac_ok(mac, mb.mac) || (mb.mac[0] & 1)))
+		int_field(m, "switch_port", 0, 32767, false, &sw_port);
+		/* unicast, not all-zero (docs/PROTOCOL.md E5) */
+		if (mac && (!mac_ok(mac, mb.mac) || (mb.mac[0] & 1) ||
+			    !(mb.mac[0] | mb.mac[1] | mb.mac[2] | mb.mac[3] | mb.mac[4] | mb.mac[5])))
 			flag("mac");
-		if (ip && inet_pton(AF_INET, ip, &mb.ip) != 1)
+		/* a host's unicast address: not 0/8, 127/8, 224/4 or 240/4 */
+		if (ip && (inet_pton(AF_INET, ip, &mb.ip) != 1 || (ntohl(mb.ip) >> 24) == 0 ||
+			   (ntohl(mb.ip) >> 24) == 127 || (ntohl(mb.ip) >> 24) >= 224))
 			flag("ip");
 		if (rank < 0)
 			continue;
@@ -308,8 +313,18 @@ model_session_add(const json_t *a)
 		if (M.nbad != nbad)
 			continue;
 		mb.port = (uint16_t)port;
+		mb.switch_port = (int16_t)sw_port;
 		M.s.members[rank] = mb;
 	}
+	/* two ranks at one address: the message names both fields */
+	for (unsigned int x = 0; M.valid && x < M.s.n; x++)
+		for (unsigned int y = x + 1; y < M.s.n; y++)
+			if (M.s.members[x].ip == M.s.members[y].ip &&
+			    M.s.members[x].port == M.s.members[y].port) {
+				flag("ip");
+				flag("port");
+				return;
+			}
 }
 
 static void
@@ -361,6 +376,7 @@ static void
 model_args(const char *cmd, const json_t *a)
 {
 	static const char *const none[] = {NULL};
+	static const char *const after[] = {"after", NULL};
 	static const char *const ids[] = {"tenant", "session", NULL};
 	static const char *const tids[] = {"tenant", "session", "tensor", NULL};
 	static const char *const lease[] = {"ttl_ms", NULL};
@@ -379,8 +395,11 @@ model_args(const char *cmd, const json_t *a)
 	M.cmd = (enum cmd)i;
 	switch (M.cmd) {
 	case C_PING:
-	case C_STATS:
 		only(a, none);
+		break;
+	case C_STATS:
+		only(a, after);
+		int_field(a, "after", 0, UINT32_MAX, false, &v);
 		break;
 	case C_SADD:
 		model_session_add(a);
@@ -492,9 +511,9 @@ f_ping(void *ctx, json_t *res, struct ctl_err *err)
 }
 
 static int
-f_stats(void *ctx, json_t *res, struct ctl_err *err)
+f_stats(void *ctx, int64_t after, json_t *res, struct ctl_err *err)
 {
-	(void)ctx;
+	(void)ctx, (void)after;
 	CHECK(json_is_object(res) && json_object_size(res) == 0, "stats.get: result not empty");
 	json_object_set_new(res, "rounds", json_integer(7));
 	return op_done(C_STATS, err);
@@ -515,6 +534,8 @@ f_session_add(void *ctx, const struct ctl_session *s, struct ctl_err *err)
 		if (r < s->n) { /* every rank 0..n-1 given (once: n entries, n ranks) */
 			CHECK(m->port >= 1, "rank %u: no member (port 0)", r);
 			CHECK(!(m->mac[0] & 1), "rank %u: group MAC", r);
+			CHECK(m->ip != 0 && (ntohl(m->ip) >> 24) < 224, "rank %u: no host address",
+			      r);
 		} else {
 			static const struct ctl_member zero;
 
@@ -531,7 +552,8 @@ f_session_add(void *ctx, const struct ctl_session *s, struct ctl_err *err)
 		for (unsigned int r = 0; r < s->n; r++)
 			CHECK(memcmp(s->members[r].mac, M.s.members[r].mac, 6) == 0 &&
 				  s->members[r].ip == M.s.members[r].ip &&
-				  s->members[r].port == M.s.members[r].port,
+				  s->members[r].port == M.s.members[r].port &&
+				  s->members[r].switch_port == M.s.members[r].switch_port,
 			      "member of rank %u differs from the model", r);
 	}
 	return op_done(C_SADD, err);

@@ -67,6 +67,7 @@ struct in_frame {
 	uint16_t port;
 	bool multiseg;
 	enum dp_class cls;
+	bool learns; /* ref_learns() */
 };
 static struct in_frame frames[FZ_MAX_FRAMES];
 static unsigned int n_frames;
@@ -101,6 +102,30 @@ hexdump(const char *what, const uint8_t *p, uint32_t len)
 
 /* ---- the documented parser outcomes, restated (dp_parse.h, PROTOCOL.md 1) ---- */
 
+/*
+ * The aggregator's addresses are the switch's alone (PROTOCOL.md E5): a
+ * frame from its MAC, ARP with its address as the sender's, IPv4 from it.
+ */
+static bool
+ref_forged(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
+{
+	if (memcmp(f + 6, c->agg_mac, 6) == 0)
+		return true;
+	if (rd16(f + 12) == 0x0806 && len >= 14 + 28 && rd16(f + 16) == 0x0800 && f[19] == 4 &&
+	    memcmp(f + 28, &c->agg_ip, 4) == 0)
+		return true;
+	return rd16(f + 12) == 0x0800 && len >= 34 && memcmp(f + 26, &c->agg_ip, 4) == 0;
+}
+
+/* Whether the switch learns the frame's source MAC: a full header, a station's, not forged. */
+static bool
+ref_learns(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
+{
+	if (len < 14 || (f[6] & 1) || !(f[6] | f[7] | f[8] | f[9] | f[10] | f[11]))
+		return false;
+	return !c->agg_enabled || !ref_forged(f, len, c);
+}
+
 static enum dp_class
 ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
 {
@@ -116,6 +141,8 @@ ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
 		return DP_CLASS_DROP;
 	if (!c->agg_enabled)
 		return DP_CLASS_L2;
+	if (ref_forged(f, len, c))
+		return DP_CLASS_DROP;
 	to_agg = memcmp(f, c->agg_mac, 6) == 0;
 	bc = memcmp(f, bcast, 6) == 0;
 	if (rd16(f + 12) == 0x0806) {
@@ -347,6 +374,7 @@ struct mslot {
 struct msession {
 	uint16_t tenant, session;
 	unsigned int n, pool, elems;
+	uint16_t bound[FZ_A_N]; /* the switch port + 1 each member is pinned to; 0: not yet */
 	struct mslot slots[2 * FZ_A_SLOTS];
 };
 
@@ -471,9 +499,11 @@ model_results(const struct msession *s, const struct mslot *sl, const struct cai
 		if (only >= 0) {
 			port = in_port; /* a resend goes back where the DATA came from */
 		} else {
-			port = dp_l2_lookup(&shadow_l2, m.mac, burst_no);
-			if (port < 0)
-				continue; /* not learned: dropped as NO_PORT */
+			/* to the port the member is bound to (every member of a complete
+			 * round sent DATA, and was pinned) */
+			if (!s->bound[r])
+				VIOLATION("model: a complete round with rank %u not bound", r);
+			port = s->bound[r] - 1;
 		}
 		x = expect_new(X_RESULT, frame, (uint16_t)port);
 		x->rank = (uint8_t)r;
@@ -553,6 +583,27 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 	}
 }
 
+/*
+ * Is the DATA from the member registered for its rank: its IPv4 address and
+ * UDP port, its MAC, and the switch port of its first DATA (E5), pinned here?
+ */
+static bool
+model_sender(struct msession *s, const struct cais_fields *h, const uint8_t *f, uint16_t port)
+{
+	const uint8_t *ip = f + 14, *udp = ip + 20;
+	struct member m;
+
+	if (h->rank >= s->n)
+		return false;
+	member_addr(s, h->rank, &m);
+	if (memcmp(ip + 12, m.ip, 4) != 0 || rd16(udp) != m.port || memcmp(f + 6, m.mac, 6) != 0)
+		return false;
+	if (s->bound[h->rank] && s->bound[h->rank] != port + 1)
+		return false;
+	s->bound[h->rank] = (uint16_t)(port + 1);
+	return true;
+}
+
 /* A DATA frame (parsed as such): the REJECT checks in order, then the slot. */
 static void
 model_data(unsigned int frame, const uint8_t *f, uint16_t port)
@@ -576,11 +627,7 @@ model_data(unsigned int frame, const uint8_t *f, uint16_t port)
 	} else if (op < 0) {
 		reason = CAIS_R_UNKNOWN_TENSOR;
 	} else {
-		struct member m;
-
-		if (h.rank < s->n)
-			member_addr(s, h.rank, &m);
-		if (h.rank >= s->n || memcmp(ip + 12, m.ip, 4) != 0 || rd16(udp) != m.port)
+		if (!model_sender(s, &h, f, port))
 			reason = CAIS_R_NOT_MEMBER;
 		else if (h.dtype != model_wire(s, h.tensor))
 			reason = CAIS_R_BAD_DTYPE;
@@ -634,7 +681,7 @@ model_frame(unsigned int i)
 
 	if (fr->port >= FZ_PORTS || fr->multiseg)
 		return; /* dropped before anything else (BAD_PORT, MULTISEG) */
-	if (fr->len >= 14)
+	if (fr->learns)
 		dp_l2_learn(&shadow_l2, fr->data + 6, fr->port, burst_no);
 	switch (fr->cls) {
 	case DP_CLASS_L2:
@@ -938,7 +985,9 @@ reset(void)
 	}
 	dp_mode_set(sw, DP_MODE_COMPUTE);
 	sw->lease_deadline = 0;
-	LIST_FOREACH (s, &sw->tables.sessions, link)
+	LIST_FOREACH (s, &sw->tables.sessions, link) {
+		for (unsigned int r = 0; r < s->n; r++)
+			s->members[r].bound = 0; /* each input pins its own (E5) */
 		for (unsigned int k = 0; k < s->n_lcores; k++) {
 			struct dp_session_part *pt = &s->part[k];
 
@@ -948,6 +997,7 @@ reset(void)
 			memset(pt->slots, 0, (size_t)pt->n_local * 2 * sizeof(*pt->slots));
 			memset(pt->acc, 0, (size_t)pt->n_local * 2 * s->elems * sizeof(int64_t));
 		}
+	}
 	for (unsigned int i = 0; i < FZ_LCORES; i++) {
 		struct dp_lcore *lc = &sw->lcores[i];
 
@@ -1072,7 +1122,7 @@ stats(void)
 {
 	json_t *o = json_object();
 
-	if (!o || dp_stats_json(sw, o) != 0)
+	if (!o || dp_stats_json(sw, -1, o) != 0)
 		VIOLATION("stats.get failed");
 	json_decref(o);
 }
@@ -1115,6 +1165,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fr->port = fz_ctl_port(ctl);
 		fr->multiseg = (ctl & FZ_CTL_MULTISEG) && len >= 2;
 		fr->cls = parse_checked(fr->data, len);
+		fr->learns = ref_learns(fr->data, len, &sw->pcfg);
 		model_frame(n_frames);
 		n_frames++;
 		pos += len;

@@ -522,6 +522,40 @@ seeds_other(void)
 	rec(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, b, len); /* flooded to ports 0 and 1 */
 	save(&in, "ports");
 
+	/* forgeries (docs/PROTOCOL.md E5): rank 0's address from a stranger's MAC, then
+	 * from its own MAC behind another port once it is bound; ARP that claims the
+	 * aggregator's address; a RESULT from the aggregator's address; a frame from
+	 * its MAC; the real round in between */
+	in.len = 0;
+	{
+		struct tf_end fake = member[0], liar = stranger;
+
+		memcpy(fake.mac, stranger.mac, 6);
+		f = fields_a(1, 5, 0, 2);
+		data_raw(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, &fake, &f, 2);
+		data_a(&in, FZ_CTL_END_BURST, 1, 5, 0, 2, 1); /* the real one, port 0 */
+		data_raw(&in, FZ_CTL_END_BURST | FZ_CTL_PORT, &member[0], &f, 2);
+		for (unsigned int r = 1; r < FZ_A_N; r++)
+			data_a(&in, FZ_CTL_END_BURST, 1, 5, r, 2, 1);
+		liar.ip = agg.ip;
+		len = tf_arp_request(b, &liar, agg.ip); /* gratuitous */
+		rec(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, b, len);
+		len = tf_arp_request(b, &liar, member[1].ip);
+		b[14 + 7] = 2; /* a reply */
+		memcpy(b, member[1].mac, 6);
+		rec(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, b, len);
+		liar.port = CAIS_UDP_PORT;
+		f = fields_a(1, 5, 0, 2);
+		f.type = CAIS_TYPE_RESULT;
+		f.rank = CAIS_RANK_NONE;
+		len = tf_cais_frame(b, &liar, &member[1], &f, v, 2);
+		rec(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, b, len);
+		liar = agg;
+		len = tf_arp_request(b, &liar, member[1].ip);
+		rec(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, b, len);
+	}
+	save(&in, "forged");
+
 	/* everything at once, with bursts */
 	in.len = 0;
 	for (unsigned int r = 0; r < FZ_A_N; r++)

@@ -170,7 +170,11 @@ static const struct {
     {"session-add", SESS(",\"priority\":1", MEMBERS2)},
     {"session-add-1", "\"cmd\":\"session.add\",\"args\":{\"tenant\":0,\"session\":65535,\"n\":1,"
 		      "\"slots\":1,\"elems_per_packet\":1,\"members\":[{\"rank\":0,\"mac\":"
-		      "\"fe:ff:ff:ff:ff:ff\",\"ip\":\"255.255.255.255\",\"port\":65535}]}"},
+		      "\"fe:ff:ff:ff:ff:ff\",\"ip\":\"223.255.255.255\",\"port\":65535}]}"},
+    {"session-add-switch-port",
+     MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001,"
+	"\"switch_port\":32767}")},
+    {"stats-after", "\"cmd\":\"stats.get\",\"args\":{\"after\":4294967295}"},
     {"session-del", "\"cmd\":\"session.del\",\"args\":{\"tenant\":65535,\"session\":0}"},
     {"tensor-add", "\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":2,\"tensor\":"
 		   "4294967295,\"op\":\"min\",\"scale\":1e-300}"},
@@ -198,6 +202,14 @@ static const struct {
     {"args-array", "\"cmd\":\"ping\",\"args\":[]"},
     {"args-null", "\"cmd\":\"lease\",\"args\":null"},
     {"ping-arg", "\"cmd\":\"ping\",\"args\":{\"x\":1}"},
+    {"member-zero-mac",
+     MB("{\"rank\":1,\"mac\":\"00:00:00:00:00:00\",\"ip\":\"10.0.0.2\",\"port\":4001}")},
+    {"member-bcast-ip",
+     MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"255.255.255.255\",\"port\":4001}")},
+    {"member-zero-ip", MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"0.0.0.0\",\"port\":4001}")},
+    {"member-same-addr",
+     MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.1\",\"port\":4000}")},
+    {"stats-after-neg", "\"cmd\":\"stats.get\",\"args\":{\"after\":-1}"},
     {"stats-arg", "\"cmd\":\"stats.get\",\"args\":{\"verbose\":true}"},
     {"sadd-missing", "\"cmd\":\"session.add\",\"args\":{\"tenant\":1,\"session\":1,\"n\":2}"},
     {"sadd-tenant-str", "\"cmd\":\"session.add\",\"args\":{\"tenant\":\"1\",\"session\":1}"},

@@ -317,9 +317,16 @@ run 0 "mode.set forward_only" "${C[@]}" mode.set mode=forward_only
 stats
 pycheck "$OUT" 'd["mode"] == "forward_only"' "mode.set: stats.get says forward_only"
 run 0 "ping in forward-only mode" "${C[@]}" ping && expect_in "$OUT" "mode forward_only" "ping shows the mode"
+# the rule of docs/PROTOCOL.md E5: a lease does not lift mode.set forward_only
+run 0 "lease while held in forward_only" "${C[@]}" lease ttl_ms=60000
+stats
+pycheck "$OUT" 'd["mode"] == "forward_only" and d["mode_held"] and d["lease_left_ms"] > 0' \
+	"mode.set forward_only holds through a lease"
 run 0 "mode.set compute" "${C[@]}" mode.set mode=compute
 stats
-pycheck "$OUT" 'd["mode"] == "compute"' "mode.set: back to compute"
+pycheck "$OUT" 'd["mode"] == "compute" and "lease_left_ms" not in d and not d["mode_held"]' \
+	"mode.set: back to compute, which ends the lease"
+run 0 "lease again" "${C[@]}" lease ttl_ms=60000
 run 2 "mode.set mode=fast" "${C[@]}" mode.set mode=fast
 run 2 "mode.set without mode" "${C[@]}" mode.set
 

@@ -396,7 +396,7 @@ all_good(struct ctl_endpoint *ep, const struct ctl_key *key)
 	      rq(6, TS,
 		 "\"cmd\":\"session.add\",\"args\":{\"tenant\":0,\"session\":65535,\"n\":1,"
 		 "\"slots\":1,\"elems_per_packet\":1,\"members\":[{\"rank\":0,\"mac\":"
-		 "\"fe:ff:ff:ff:ff:ff\",\"ip\":\"255.255.255.255\",\"port\":65535}]}"),
+		 "\"fe:ff:ff:ff:ff:ff\",\"ip\":\"223.255.255.255\",\"port\":65535}]}"),
 	      "session.add", 6);
 	assert_int_equal(F.s.n, 1);
 	assert_int_equal(F.s.slots, 1);
@@ -404,7 +404,7 @@ all_good(struct ctl_endpoint *ep, const struct ctl_key *key)
 	assert_int_equal(F.s.session, 65535);
 	assert_int_equal(F.s.members[0].port, 65535);
 	assert_int_equal(F.s.members[0].mac[0], 0xfe);
-	assert_int_equal(F.s.members[0].ip, 0xffffffffu);
+	assert_int_equal(F.s.members[0].ip, htonl(0xdfffffffu));
 	assert_int_equal(F.s.members[1].port, 0);
 
 	good0(ep, key,
@@ -636,6 +636,25 @@ static const struct bad_case bad_cases[] = {
     {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":\"4001\"}"),
      "port"},
     {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001.0}"), "port"},
+    /* session.add: members that could never take part (docs/PROTOCOL.md E5) */
+    {MB("{\"rank\":1,\"mac\":\"00:00:00:00:00:00\",\"ip\":\"10.0.0.2\",\"port\":4001}"), "mac"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"0.0.0.0\",\"port\":4001}"), "ip"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"255.255.255.255\",\"port\":4001}"),
+     "ip"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"224.0.0.1\",\"port\":4001}"), "ip"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"127.0.0.1\",\"port\":4001}"), "ip"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"240.0.0.9\",\"port\":4001}"), "ip"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.1\",\"port\":4000}"),
+     "ranks 0 and 1"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001,"
+	"\"switch_port\":-1}"),
+     "switch_port"},
+    {MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001,"
+	"\"switch_port\":32768}"),
+     "switch_port"},
+    /* stats.get: the page cursor */
+    {"\"cmd\":\"stats.get\",\"args\":{\"after\":-1}", "after"},
+    {"\"cmd\":\"stats.get\",\"args\":{\"after\":\"1/2\"}", "after"},
     /* session.del */
     {"\"cmd\":\"session.del\",\"args\":{\"tenant\":1}", "session"},
     {"\"cmd\":\"session.del\",\"args\":{\"session\":1}", "tenant"},

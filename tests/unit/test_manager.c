@@ -155,8 +155,9 @@ f_thresholds(void *ctx, const struct ctl_thresholds *t, struct ctl_err *err)
 }
 
 static int
-f_stats(void *ctx, json_t *res, struct ctl_err *err)
+f_stats(void *ctx, int64_t after, json_t *res, struct ctl_err *err)
 {
+	(void)after;
 	json_t *sessions;
 
 	(void)ctx, (void)err;
@@ -843,6 +844,52 @@ test_ids_never_reused(void **state)
 	assert_int_equal(geti(r, "jobs"), 4);
 	assert_string_equal(gets_(r, "version"), CAIS_VERSION_STRING);
 	json_decref(r);
+	mgr_close(m);
+}
+
+/* jobs.list pages (docs/PROTOCOL.md E5): every job once, oldest first, each page a datagram. */
+static void
+test_jobs_pages(void **state)
+{
+	const unsigned int n = 700;
+	struct mgr *m;
+	unsigned int seen = 0, pages = 0;
+	long long after = -1;
+
+	(void)state;
+	m = open_mgr();
+	for (unsigned int i = 0; i < n; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "job-%04u-with-a-longer-name", i);
+		json_decref(ok(m, "job.register", "{\"job\": \"%s\", \"tenant\": \"t%u\", \"world\": 2}",
+			       name, i % 3));
+	}
+	for (;;) {
+		json_t *r = after < 0 ? ok(m, "jobs.list", "") : ok(m, "jobs.list", "{\"after\": %lld}", after);
+		json_t *jobs = json_object_get(r, "jobs"), *next = json_object_get(r, "next");
+
+		pages++;
+		assert_true(json_dumpb(r, NULL, 0, JSON_COMPACT) < 60000);
+		for (size_t i = 0; i < json_array_size(jobs); i++) {
+			char want[32];
+
+			snprintf(want, sizeof(want), "job-%04u-with-a-longer-name", seen++);
+			assert_string_equal(
+			    json_string_value(json_object_get(json_array_get(jobs, i), "job")), want);
+		}
+		if (!next) {
+			json_decref(r);
+			break;
+		}
+		assert_true(json_integer_value(next) > after);
+		after = json_integer_value(next);
+		json_decref(r);
+	}
+	print_message("%u jobs in %u pages\n", seen, pages);
+	assert_int_equal(seen, n);
+	assert_true(pages > 1);
+	refused(m, "jobs.list", "{\"after\": -1}", EINVAL, "after");
 	mgr_close(m);
 }
 
@@ -1761,6 +1808,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_stats_report_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ids_never_reused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ids_exhausted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_jobs_pages, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease, setup, teardown),

@@ -771,6 +771,70 @@ test_parse_out_always_written(void **state)
 	assert_int_equal(p.drop, DP_DROP_NONE);
 }
 
+/* docs/PROTOCOL.md E5: the aggregator's addresses are the switch's alone. */
+static void
+test_parse_agg_guard(void **state)
+{
+	struct tf_end liar = host[4], to = host[1];
+	struct dp_parse_cfg open = pcfg;
+	struct dp_parsed p;
+	uint8_t b[128];
+	size_t len;
+
+	(void)state;
+	liar.ip = agg.ip;
+	/* a gratuitous ARP (request for itself) and an ARP request for another
+	 * host, both with the aggregator's address as the sender's */
+	len = tf_arp_request(b, &liar, agg.ip);
+	EXPECT_DROP(b, len, AGG_ARP);
+	len = tf_arp_request(b, &liar, to.ip);
+	EXPECT_DROP(b, len, AGG_ARP);
+	/* an ARP reply that says where the aggregator is, to a host */
+	b[CAIS_ETH_HLEN + 7] = 2;
+	memcpy(b, to.mac, 6);
+	EXPECT_DROP(b, len, AGG_ARP);
+	/* the same to the aggregator MAC */
+	memcpy(b, agg.mac, 6);
+	EXPECT_DROP(b, len, AGG_ARP);
+	/* ARP from the aggregator's MAC (an honest sender address) */
+	liar = agg;
+	len = tf_arp_request(b, &liar, to.ip);
+	EXPECT_DROP(b, len, AGG_SRC_MAC);
+	/* IPv4 from the aggregator's address: a forged RESULT to a host, and UDP
+	 * to the aggregator itself */
+	liar = host[4];
+	liar.ip = agg.ip;
+	liar.port = CAIS_UDP_PORT;
+	tf_udp_headers(b, &liar, &to, CAIS_HDR_LEN);
+	EXPECT_DROP(b, CAIS_FRAME_OVERHEAD, AGG_SRC_IP);
+	tf_udp_headers(b, &liar, &agg, CAIS_HDR_LEN);
+	EXPECT_DROP(b, CAIS_FRAME_OVERHEAD, AGG_SRC_IP);
+	/* a frame from the aggregator's MAC to a host */
+	liar = agg;
+	liar.ip = host[4].ip;
+	tf_udp_headers(b, &liar, &to, CAIS_HDR_LEN);
+	EXPECT_DROP(b, CAIS_FRAME_OVERHEAD, AGG_SRC_MAC);
+	/* none of them may teach the MAC table where anyone is */
+	p.cls = DP_CLASS_DROP;
+	for (enum dp_drop d = DP_DROP_RUNT; d <= DP_DROP_AGG_ARP; d++) {
+		p.drop = d;
+		assert_false(dp_parse_learn(&p));
+	}
+	p.drop = DP_DROP_IP_CSUM;
+	assert_true(dp_parse_learn(&p));
+	/* an ordinary host's ARP and IPv4: L2, as before */
+	len = tf_arp_request(b, &host[4], to.ip);
+	EXPECT_L2(b, len);
+	tf_udp_headers(b, &host[4], &to, CAIS_HDR_LEN);
+	EXPECT_L2(b, CAIS_FRAME_OVERHEAD);
+	/* with the guards off (bench_pipeline's baseline) a forged source passes */
+	open.unguarded = true;
+	liar = host[4];
+	liar.ip = agg.ip;
+	tf_udp_headers(b, &liar, &to, CAIS_HDR_LEN);
+	expect_cls_at(__LINE__, b, CAIS_FRAME_OVERHEAD, &open, DP_CLASS_L2, DP_DROP_NONE);
+}
+
 static void
 test_ip_csum(void **state)
 {
@@ -1388,6 +1452,12 @@ test_pipe_not_data(void **state)
 	memcpy(b + CAIS_ETH_HLEN + 16, &agg.ip, 4);
 	wr16(b + CAIS_ETH_HLEN + CAIS_IP_HLEN + 2, CAIS_UDP_PORT);
 	ip_fix_csum(b);
+	/* from the aggregator's own MAC and address: that is a forgery first (E5) */
+	EXPECT_SILENT(e, b, len, AGG_SRC_MAC);
+	memcpy(b + 6, host[0].mac, 6); /* from a host, still the aggregator's address */
+	EXPECT_SILENT(e, b, len, AGG_SRC_IP);
+	memcpy(b + CAIS_ETH_HLEN + 12, &host[0].ip, 4); /* a host's own RESULT to the switch */
+	ip_fix_csum(b);
 	EXPECT_SILENT(e, b, len, NOT_DATA);
 	tenv_clear(e);
 }
@@ -1729,6 +1799,260 @@ test_rl_colliding_senders(void **state)
 	tenv_clear(e);
 }
 
+
+/* ---- member binding (docs/PROTOCOL.md E5) ---- */
+
+/* The session of env_setup on a switch of three ports; rank 0's switch port given when sw0 >= 0. */
+static struct tenv *
+bind_env(int sw0)
+{
+	struct tenv *e = tenv_create(&agg, 3, 1);
+	struct ctl_err err = {0};
+	char json[2048], extra[32] = "";
+	int n;
+
+	if (sw0 >= 0)
+		snprintf(extra, sizeof(extra), ", \"switch_port\": %d", sw0);
+	n = snprintf(json, sizeof(json),
+		     "{\"cmd\": \"session.add\", \"args\": {\"tenant\": %u, \"session\": %u, "
+		     "\"n\": 2, \"slots\": %u, \"elems_per_packet\": %u, \"members\": [",
+		     TENANT, SESSION, POOL, ELEMS);
+	for (unsigned int r = 0; r < 2; r++) {
+		const uint8_t *ip = (const uint8_t *)&host[r].ip;
+
+		n += snprintf(json + n, sizeof(json) - (size_t)n,
+			      "%s{\"rank\": %u, \"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", "
+			      "\"ip\": \"%u.%u.%u.%u\", \"port\": %u%s}",
+			      r ? ", " : "", r, host[r].mac[0], host[r].mac[1], host[r].mac[2],
+			      host[r].mac[3], host[r].mac[4], host[r].mac[5], ip[0], ip[1], ip[2],
+			      ip[3], host[r].port, r == 0 ? extra : "");
+	}
+	snprintf(json + n, sizeof(json) - (size_t)n, "]}}");
+	assert_int_equal(tenv_ctl(e, json, &err), 0);
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"tensor.add\", \"args\": {\"tenant\": %u, \"session\": %u, "
+		 "\"tensor\": %u, \"op\": \"sum\", \"scale\": 1}}",
+		 TENANT, SESSION, TENSOR);
+	assert_int_equal(tenv_ctl(e, json, &err), 0);
+	return e;
+}
+
+static const struct dp_session *
+bind_session(const struct tenv *e)
+{
+	return LIST_FIRST(&e->sw->tables.sessions);
+}
+
+/* DATA of seq from src on port with values base, base + 1, ... (count ELEMS). */
+static void
+bind_send(struct tenv *e, const struct tf_end *src, uint8_t rank, uint32_t seq, uint16_t port,
+	  int32_t base)
+{
+	uint8_t b[MAX_FRAME];
+	struct cais_fields f = data_fields(seq, rank, ELEMS);
+	size_t len = data_frame_to(b, src, &agg, &f, ELEMS, base);
+
+	tenv_send(e, port, b, len);
+}
+
+/* The captured frame to host h: one RESULT on port whose element i is want + 2i. */
+static void
+expect_result_to(const struct tenv *e, const struct tf_end *h, uint16_t port, int32_t want)
+{
+	unsigned int found = 0;
+
+	for (unsigned int i = 0; i < e->n_cap; i++) {
+		const uint8_t *p = e->cap[i].data;
+		struct cais_fields got;
+
+		if (memcmp(p, h->mac, 6) != 0)
+			continue;
+		found++;
+		assert_int_equal(e->cap[i].port, port);
+		cais_hdr_read((const struct cais_hdr *)(p + CAIS_FRAME_HDR_OFF), &got);
+		assert_int_equal(got.type, CAIS_TYPE_RESULT);
+		for (unsigned int k = 0; k < ELEMS; k++) {
+			uint32_t v;
+
+			memcpy(&v, p + CAIS_FRAME_OVERHEAD + 4 * k, 4);
+			assert_int_equal((int32_t)ntohl(v), want + 2 * (int32_t)k);
+		}
+	}
+	assert_int_equal(found, 1);
+}
+
+/*
+ * Spoofed DATA (the issue's attack 1): another host sends rank 0's DATA with
+ * rank 0's IPv4 address and UDP port, from its own MAC, and then from rank
+ * 0's MAC behind another switch port. Neither counts; the real rank 0's does;
+ * RESULTs go to the ports the members are bound to, even after the MAC
+ * table learned rank 0's MAC elsewhere.
+ */
+static void
+test_pipe_spoofed_data(void **state)
+{
+	struct tenv *e = bind_env(-1);
+	const struct dp_session *s = bind_session(e);
+	struct cais_fields f0 = data_fields(0, 0, ELEMS);
+	struct tf_end fake = host[0];
+	uint8_t b[MAX_FRAME];
+	size_t len;
+
+	(void)state;
+	memcpy(fake.mac, host[4].mac, 6);
+	/* before rank 0 ever sent: its address from another MAC, behind port 2 */
+	tenv_clear(e);
+	bind_send(e, &fake, 0, 0, 2, 1000);
+	assert_int_equal(e->n_cap, 1);
+	check_reject_frame(&e->cap[0], &fake, &f0, CAIS_R_NOT_MEMBER, 2);
+	assert_int_equal(s->part[0].c.spoofed, 1);
+	assert_int_equal(s->members[0].bound, 0); /* a refused DATA pins nothing */
+	/* the real rank 0 behind port 0: counted and pinned */
+	tenv_clear(e);
+	bind_send(e, &host[0], 0, 0, 0, 1);
+	assert_int_equal(e->n_cap, 0);
+	assert_int_equal(s->members[0].bound, 1);
+	/* rank 0's address and MAC behind port 2: refused, the real one stays */
+	bind_send(e, &host[0], 0, 0, 2, 1000);
+	assert_int_equal(e->n_cap, 1);
+	check_reject_frame(&e->cap[0], &host[0], &f0, CAIS_R_NOT_MEMBER, 2);
+	assert_int_equal(s->part[0].c.spoofed, 2);
+	assert_int_equal(s->part[0].c.duplicates, 0);
+	/* rank 1 completes the round: 1 + 2i from each, so 2 + 4i... (base 1 and 1) */
+	tenv_clear(e);
+	bind_send(e, &host[1], 1, 0, 1, 1);
+	expect_result_to(e, &host[0], 0, 2);
+	expect_result_to(e, &host[1], 1, 2);
+	assert_int_equal(s->members[1].bound, 2);
+	/* a host teaches the MAC table that rank 0 is behind port 2 */
+	tenv_clear(e);
+	tf_udp_headers(b, &host[0], &host[1], 8);
+	len = CAIS_FRAME_OVERHEAD - CAIS_HDR_LEN + 8;
+	memcpy(b + 6, host[0].mac, 6);
+	tenv_send(e, 2, b, len);
+	assert_int_equal(dp_l2_lookup(e->sw->l2, host[0].mac, e->sw->lcores[0].now), 2);
+	/* the next round's RESULTs still go to port 0 for rank 0 */
+	tenv_clear(e);
+	bind_send(e, &host[0], 0, 1, 0, 10);
+	bind_send(e, &host[1], 1, 1, 1, 10);
+	expect_result_to(e, &host[0], 0, 20);
+	expect_result_to(e, &host[1], 1, 20);
+	assert_int_equal(s->part[0].c.rounds, 2);
+	tenv_clear(e);
+	tenv_free(e);
+}
+
+/* A member whose switch port session.add gave is bound to it from the start. */
+static void
+test_pipe_switch_port_given(void **state)
+{
+	struct tenv *e = bind_env(1);
+	const struct dp_session *s = bind_session(e);
+	struct cais_fields f0 = data_fields(0, 0, ELEMS);
+	struct ctl_err err = {0};
+
+	(void)state;
+	assert_int_equal(s->members[0].bound, 2);
+	tenv_clear(e);
+	bind_send(e, &host[0], 0, 0, 0, 1); /* its first DATA, but not behind port 1 */
+	assert_int_equal(e->n_cap, 1);
+	check_reject_frame(&e->cap[0], &host[0], &f0, CAIS_R_NOT_MEMBER, 0);
+	assert_int_equal(s->part[0].c.spoofed, 1);
+	tenv_clear(e);
+	bind_send(e, &host[0], 0, 0, 1, 1);
+	bind_send(e, &host[1], 1, 0, 0, 1);
+	expect_result_to(e, &host[0], 1, 2);
+	expect_result_to(e, &host[1], 0, 2);
+	tenv_clear(e);
+	/* a port the switch does not have */
+	assert_int_equal(
+	    tenv_ctl(e,
+		     "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, \"n\": 1, "
+		     "\"slots\": 8, \"elems_per_packet\": 8, \"members\": [{\"rank\": 0, \"mac\": "
+		     "\"02:00:00:00:00:09\", \"ip\": \"10.0.0.9\", \"port\": 9, \"switch_port\": 3}]}}",
+		     &err),
+	    -EINVAL);
+	assert_non_null(strstr(err.msg, "switch_port"));
+	tenv_free(e);
+}
+
+/* session.add refuses members at the aggregator's addresses, and slot memory beyond the bound. */
+static void
+test_pipe_session_refusals(void **state)
+{
+	struct tenv *e = *state;
+	struct ctl_err err = {0};
+	char json[512];
+
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, \"n\": 1, "
+		 "\"slots\": 8, \"elems_per_packet\": 8, \"members\": [{\"rank\": 0, \"mac\": "
+		 "\"02:00:00:00:00:09\", \"ip\": \"10.0.0.254\", \"port\": 9}]}}");
+	assert_int_equal(tenv_ctl(e, json, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "members[0]: field 'ip' is the aggregator's"));
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, \"n\": 1, "
+		 "\"slots\": 8, \"elems_per_packet\": 8, \"members\": [{\"rank\": 0, \"mac\": "
+		 "\"02:aa:00:00:00:fe\", \"ip\": \"10.0.0.9\", \"port\": 9}]}}");
+	assert_int_equal(tenv_ctl(e, json, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "members[0]: field 'mac' is the aggregator's"));
+	/* S 32768 x E 2048 would take 1 GiB; the default bound is 512 MiB */
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, \"n\": 1, "
+		 "\"slots\": 32768, \"elems_per_packet\": 2048, \"members\": [{\"rank\": 0, \"mac\": "
+		 "\"02:00:00:00:00:09\", \"ip\": \"10.0.0.9\", \"port\": 9}]}}");
+	assert_int_equal(tenv_ctl(e, json, &err), -ENOSPC);
+	assert_non_null(strstr(err.msg, "--slot-mem"));
+	assert_int_equal(e->sw->tables.n_sessions, 1);
+	/* half of it fits, and is counted */
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, \"n\": 1, "
+		 "\"slots\": 8192, \"elems_per_packet\": 2048, \"members\": [{\"rank\": 0, \"mac\": "
+		 "\"02:00:00:00:00:09\", \"ip\": \"10.0.0.9\", \"port\": 9}]}}");
+	assert_int_equal(tenv_ctl(e, json, &err), 0);
+	assert_int_equal(e->sw->tables.slot_mem_used,
+			 dp_session_mem(POOL, ELEMS, 1) + dp_session_mem(8192, 2048, 1));
+	assert_int_equal(tenv_ctl(e,
+				  "{\"cmd\": \"session.del\", \"args\": {\"tenant\": 9, \"session\": "
+				  "9}}",
+				  &err),
+			 0);
+	assert_int_equal(e->sw->tables.slot_mem_used, dp_session_mem(POOL, ELEMS, 1));
+}
+
+/*
+ * The aggregator's addresses through the pipeline (the issue's attacks 2
+ * and 3): a gratuitous ARP for it and a forged RESULT from its address are
+ * dropped and counted, never flooded or forwarded, and teach the MAC table
+ * nothing.
+ */
+static void
+test_pipe_agg_guard(void **state)
+{
+	struct tenv *e = *state;
+	struct tf_end liar = host[4], to = host[1];
+	struct cais_fields f = data_fields(0, 0, 2);
+	uint8_t b[MAX_FRAME];
+	size_t len;
+
+	liar.ip = agg.ip;
+	len = tf_arp_request(b, &liar, agg.ip);
+	EXPECT_SILENT(e, b, len, AGG_ARP);
+	liar.port = CAIS_UDP_PORT;
+	f.type = CAIS_TYPE_RESULT;
+	f.rank = CAIS_RANK_NONE;
+	len = data_frame_to(b, &liar, &to, &f, 2, 7);
+	EXPECT_SILENT(e, b, len, AGG_SRC_IP);
+	assert_int_equal(dp_l2_lookup(e->sw->l2, host[4].mac, e->sw->lcores[0].now), -1);
+	/* the same host's honest frame is forwarded (flooded: host 1 not learned) */
+	len = data_frame_to(b, &host[4], &to, &f, 2, 7);
+	tenv_clear(e);
+	tenv_send(e, 1, b, len);
+	assert_int_equal(e->n_cap, 1);
+	assert_int_equal(dp_l2_lookup(e->sw->l2, host[4].mac, e->sw->lcores[0].now), 1);
+	tenv_clear(e);
+}
+
 int
 main(void)
 {
@@ -1744,6 +2068,7 @@ main(void)
 	    cmocka_unit_test(test_parse_src_mac),
 	    cmocka_unit_test(test_parse_agg_disabled),
 	    cmocka_unit_test(test_parse_out_always_written),
+	    cmocka_unit_test(test_parse_agg_guard),
 	    cmocka_unit_test(test_ip_csum),
 	    cmocka_unit_test(test_drop_names),
 #define PIPE(t) cmocka_unit_test_setup_teardown(t, env_setup, env_teardown)
@@ -1761,6 +2086,10 @@ main(void)
 	    PIPE(test_pipe_arp_reply),
 	    PIPE(test_pipe_group_src_mac),
 	    PIPE(test_pipe_arp_group_sha),
+	    PIPE(test_pipe_agg_guard),
+	    PIPE(test_pipe_session_refusals),
+	    cmocka_unit_test(test_pipe_spoofed_data),
+	    cmocka_unit_test(test_pipe_switch_port_given),
 	    PIPE(test_rl_burst),
 	    PIPE(test_rl_one_second),
 	    PIPE(test_rl_slow_sender),

@@ -726,7 +726,15 @@ t_mode_lease(void **state)
 	assert_int_equal(ntohs(h->reason), CAIS_R_FWD_ONLY);
 	assert_int_equal(h->flags, CAIS_F_FWD_ONLY);
 	tenv_clear(E);
-	/* a lease turns computing back on, its expiry turns it off */
+	/* a lease does not lift mode.set forward_only (docs/PROTOCOL.md E5) */
+	ctl_ok("{\"cmd\":\"lease\",\"args\":{\"ttl_ms\":20}}");
+	send_data(&c, 1, NULL, 0);
+	assert_int_equal(E->n_cap, 1);
+	assert_int_equal(ntohs(((const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF))->reason),
+			 CAIS_R_FWD_ONLY);
+	tenv_clear(E);
+	/* mode.set compute does; a lease then arms, its expiry turns computing off */
+	ctl_ok("{\"cmd\":\"mode.set\",\"args\":{\"mode\":\"compute\"}}");
 	ctl_ok("{\"cmd\":\"lease\",\"args\":{\"ttl_ms\":20}}");
 	expected_sum(&c, 4, want);
 	for (unsigned int r = 0; r < 4; r++)

@@ -165,7 +165,7 @@ t_wire(void **state)
 	assert_int_equal(E->sw->tables.n_tensors, 3);
 	/* stats.get names it per tensor */
 	st = json_object();
-	assert_int_equal(dp_stats_json(E->sw, st), 0);
+	assert_int_equal(dp_stats_json(E->sw, -1, st), 0);
 	tensors = json_object_get(json_array_get(json_object_get(st, "sessions"), 0), "tensors");
 	assert_int_equal(json_array_size(tensors), 3);
 	json_array_foreach (tensors, i, x) {
@@ -308,6 +308,119 @@ t_concurrent(void **state)
 	assert_int_equal(E->sw->tables.n_tensors, 1);
 }
 
+/*
+ * The rule of mode and lease (docs/PROTOCOL.md E5, dp_switch.h): an expired
+ * lease means forward-only until the next lease or mode.set compute;
+ * mode.set forward_only holds whatever leases come; mode.set compute ends
+ * the lease.
+ */
+static void
+t_lease_mode(void **state)
+{
+	struct dp_switch *sw = E->sw;
+	uint64_t ms = sw->hz / 1000, now;
+
+	(void)state;
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	/* a lease that runs out, then a renewal */
+	dp_lease(sw, 10);
+	now = rte_rdtsc();
+	dp_lease_check(sw, now + 5 * ms);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	dp_lease_check(sw, now + 20 * ms);
+	assert_int_equal(sw->mode, DP_MODE_FWD_ONLY);
+	dp_lease(sw, 10);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	/* a lease, then mode.set compute: the lease is over, nothing expires */
+	dp_mode_set(sw, DP_MODE_COMPUTE);
+	assert_int_equal(sw->lease_deadline, 0);
+	dp_lease_check(sw, rte_rdtsc() + 1000 * ms);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	/* an expired lease, then mode.set compute: compute */
+	dp_lease(sw, 1);
+	dp_lease_check(sw, rte_rdtsc() + 5 * ms);
+	assert_int_equal(sw->mode, DP_MODE_FWD_ONLY);
+	dp_mode_set(sw, DP_MODE_COMPUTE);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	/* mode.set forward_only holds through renewals and expiries */
+	dp_lease(sw, 10);
+	dp_mode_set(sw, DP_MODE_FWD_ONLY);
+	dp_lease(sw, 1000);
+	assert_int_equal(sw->mode, DP_MODE_FWD_ONLY);
+	dp_lease_check(sw, rte_rdtsc() + 2000 * ms);
+	assert_int_equal(sw->mode, DP_MODE_FWD_ONLY);
+	dp_lease(sw, 1000);
+	assert_int_equal(sw->mode, DP_MODE_FWD_ONLY);
+	/* until mode.set compute, which also ends the lease */
+	dp_mode_set(sw, DP_MODE_COMPUTE);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	dp_lease_check(sw, rte_rdtsc() + 2000 * ms);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+	/* and through the control requests, as an operator gives them */
+	assert_int_equal(ctl("{\"cmd\": \"lease\", \"args\": {\"ttl_ms\": 1}}"), 0);
+	assert_int_equal(ctl("{\"cmd\": \"mode.set\", \"args\": {\"mode\": \"compute\"}}"), 0);
+	dp_lease_check(sw, rte_rdtsc() + 50 * ms);
+	assert_int_equal(sw->mode, DP_MODE_COMPUTE);
+}
+
+/* stats.get pages (docs/PROTOCOL.md E5): every session once, in key order, each page a datagram. */
+static void
+t_stats_pages(void **state)
+{
+	struct ctl_ops ops;
+	unsigned int seen = 0, pages = 0;
+	int64_t after = -1;
+	const unsigned int n = DP_MAX_SESSIONS;
+
+	(void)state;
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(ctl("{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,"
+				     "\"n\":1,\"slots\":1,\"elems_per_packet\":1,\"members\":[{\"rank\":0,"
+				     "\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":40000}]}}",
+				     (n - i) % 7, i),
+				 0);
+	dp_switch_ctl_ops(E->sw, &ops);
+	for (;;) {
+		char req[128];
+		json_t *r = NULL, *q, *ss, *next;
+		struct ctl_err err;
+		size_t i, bytes;
+
+		if (after < 0)
+			snprintf(req, sizeof(req), "{\"cmd\":\"stats.get\"}");
+		else
+			snprintf(req, sizeof(req), "{\"cmd\":\"stats.get\",\"args\":{\"after\":%lld}}",
+				 (long long)after);
+		q = json_loads(req, 0, NULL);
+		assert_int_equal(ctl_dispatch(&ops, q, &r, &err), 0);
+		json_decref(q);
+		pages++;
+		bytes = json_dumpb(r, NULL, 0, JSON_COMPACT);
+		assert_true(bytes < 60000);
+		ss = json_object_get(r, "sessions");
+		assert_true(json_array_size(ss) > 0);
+		for (i = 0; i < json_array_size(ss); i++) {
+			const json_t *o = json_array_get(ss, i);
+			int64_t key = json_integer_value(json_object_get(o, "tenant")) << 16 |
+				      json_integer_value(json_object_get(o, "session"));
+
+			assert_true(key > after); /* in key order, none twice */
+			after = key;
+			seen++;
+		}
+		next = json_object_get(r, "next");
+		if (!next) {
+			json_decref(r);
+			break;
+		}
+		assert_int_equal(json_integer_value(next), after);
+		json_decref(r);
+	}
+	print_message("%u sessions in %u pages\n", seen, pages);
+	assert_int_equal(seen, n);
+	assert_true(pages > 1);
+}
+
 int
 main(void)
 {
@@ -315,6 +428,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wire, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_concurrent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lease_mode, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_stats_pages, setup, teardown),
 	};
 
 	tenv_addrs(&AGG, H, 4);
