@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's conversions (quant.h): a portable implementation, an AVX2 +
- * F16C one, and AVX2's with AVX-512 encoders, chosen at run time. The three
- * give the same bits for every function and every input, the stochastic
+ * F16C one, and AVX2's with AVX-512 encoders (FIXED32 and BLOCK16) and
+ * BLOCK16 decoder, chosen at run time. The three give the same bits for
+ * every function and every input, the stochastic
  * encode included (the vector paths draw the same random numbers, in the
  * same order, as the scalar one); the tests compare them on every 16-bit
  * pattern and on random data.
@@ -1461,6 +1462,10 @@ v_b16_decode(uint8_t *d, const uint8_t *s, size_t n, enum cais_datatype dt, floa
 static AVX2 void
 avx2_decode_b16(void *dst, const void *src, size_t n, enum cais_datatype dt, float inv_scale)
 {
+	if (inv_scale != inv_scale) { /* a NaN factor: bf16's NaN rule is scalar's */
+		scalar_decode_b16(dst, src, n, dt, inv_scale);
+		return;
+	}
 	switch (dt) {
 	case CAIS_FLOAT32:
 		v_b16_decode(dst, src, n, CAIS_FLOAT32, inv_scale);
@@ -1501,16 +1506,15 @@ cais_quant_avx2(void)
 	return &quant_avx2;
 }
 
-/* ------------------------------------------------- AVX-512 encode (F, BW, DQ, VL) */
+/* ------------------------- AVX-512 encode and BLOCK16 (F, BW, DQ, VL) */
 
 /*
  * The encoders once more on 16 lanes: one block of the random stream is one
  * xorshift128+ step of all 8 streams in one register (lane 2j + h of the
  * 32-bit view is the half h of stream j: the block's element order), so the
- * results are those of the scalar path bit for bit. The rest (decode, the
- * conversions, the reductions, BLOCK16) is AVX2's: this project's build
- * machine has no AVX-512, and code that its tests cannot run does not go in.
- * Worth it where 512-bit operations
+ * results are those of the scalar path bit for bit. BLOCK16 encode and
+ * decode as well (below). The rest (FIXED32 decode, the conversions, the
+ * reductions) is AVX2's. Worth it where 512-bit operations
  * run at full rate (AMD Zen 5, Intel since Ice Lake); the AVX2 encoders
  * spend about 40% of their time in the random numbers, 12 vector operations
  * per 8 of them.
@@ -1658,6 +1662,362 @@ avx512_encode(void *dst, const void *src, size_t n, enum cais_datatype dt, float
 	}
 }
 
+/* ---- BLOCK16 on 16 lanes ---- */
+
+/*
+ * A block of 32 elements is two registers; its random numbers are two steps
+ * of the 8 streams (one per 16 elements, as the scalar path draws them).
+ * The block's largest |x| is an unsigned maximum of the bit patterns of
+ * |x|, so the exponent and the 2^55 check are integer compares on it (a
+ * NaN's pattern is above 2^55's: such a block goes the slow way, which
+ * zeroes its NaNs first, as the scalar path does). m is rounded as
+ * b16_round() rounds, packed with signed saturation (which clamps +32768 to
+ * 32767) and raised to -32767 where it was -32768: the same clamp. Only
+ * fp32 operations whose results the scalar path computes too (x x scale,
+ * x x 2^-e, t - floor(t)), so the same bits.
+ */
+
+/* One xorshift128+ step of the 8 streams: a = s[.][0], b = s[.][1]. */
+AVX512_INLINE __m512i
+w_xorshift(__m512i *a, __m512i *b)
+{
+	__m512i s1 = *a;
+	const __m512i s0 = *b;
+	__m512i r = _mm512_add_epi64(s0, s1);
+
+	*a = s0;
+	s1 = _mm512_xor_si512(s1, _mm512_slli_epi64(s1, 23));
+	*b = _mm512_ternarylogic_epi64(s1, s0, _mm512_srli_epi64(s1, 18), 0x96);
+	*b = _mm512_xor_si512(*b, _mm512_srli_epi64(s0, 5));
+	return r;
+}
+
+AVX512_INLINE __m512
+w_uniform(__m512i r)
+{
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(r, 8)), _mm512_set1_ps(0x1p-24f));
+}
+
+/*
+ * m of 16 lanes of t = x / 2^e as int32 (0 where not ord), not yet clamped:
+ * b16_round() but the clamp. nan: whether t may hold NaNs (lanes not ord);
+ * without, ord is all lanes and the conversion rounds by itself.
+ */
+AVX512_INLINE __m512i
+w_b16_round(__m512 t, __m512 u, __mmask16 ord, bool nearest, bool nan)
+{
+	if (nearest)
+		return nan ? _mm512_maskz_cvt_roundps_epi32(
+				 ord, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+			   : _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT |
+							     _MM_FROUND_NO_EXC);
+	__m512 f =
+	    nan ? _mm512_maskz_roundscale_ps(ord, t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+		: _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+	__mmask16 up = nan ? _mm512_mask_cmp_ps_mask(ord, u, _mm512_sub_ps(t, f), _CMP_LT_OQ)
+			   : _mm512_cmp_ps_mask(u, _mm512_sub_ps(t, f), _CMP_LT_OQ);
+	__m512i q = _mm512_cvttps_epi32(f);
+
+	return _mm512_mask_sub_epi32(q, up, q, _mm512_set1_epi32(-1));
+}
+
+/* 32 int32 (a, then b; |m| <= 32768) as big-endian int16 in +-32767 at p. */
+AVX512_INLINE void
+w_b16_store(uint8_t *p, __m512i a, __m512i b)
+{
+	const __m512i bswap = _mm512_broadcast_i32x4(
+	    _mm_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+	/* packs within 128-bit lanes: qwords a0-3 b0-3 a4-7 b4-7 ...; then reorder */
+	__m512i r = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+					     _mm512_packs_epi32(a, b));
+
+	r = _mm512_max_epi16(r, _mm512_set1_epi16(-CAIS_B16_MMAX));
+	_mm512_storeu_si512((void *)p, _mm512_shuffle_epi8(r, bswap));
+}
+
+/* The largest of 16 unsigned lanes. */
+AVX512_INLINE uint32_t
+w_hmax_epu32(__m512i m)
+{
+	__m256i h = _mm256_max_epu32(_mm512_castsi512_si256(m), _mm512_extracti64x4_epi64(m, 1));
+	__m128i q = _mm_max_epu32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+
+	q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
+	q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
+	return (uint32_t)_mm_cvtsi128_si32(q);
+}
+
+/* The largest of each of two registers of 16 unsigned lanes: of a in *ma, of b in *mb. */
+AVX512_INLINE void
+w_hmax2_epu32(__m512i a, __m512i b, uint32_t *ma, uint32_t *mb)
+{
+	/* 128-bit lanes a0 a1 b0 b1 against a2 a3 b2 b3, then lane pairs, then within */
+	__m512i m = _mm512_max_epu32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+				     _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+
+	m = _mm512_max_epu32(m, _mm512_shuffle_i32x4(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+	m = _mm512_max_epu32(m, _mm512_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+	m = _mm512_max_epu32(m, _mm512_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+	*ma = (uint32_t)_mm_cvtsi128_si32(_mm512_castsi512_si128(m));
+	*mb = (uint32_t)_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(m, 2));
+}
+
+/* The block's exponent (b16_exponent()) from the bits of its largest |x| (< 2^55). */
+static inline unsigned int
+w_b16_exp(uint32_t mx)
+{
+	return mx >= 0x47000000u ? (mx >> 23) - 141u : 0; /* 2^15 */
+}
+
+/*
+ * One block of 32 at element i whose x (x0, x1: value x scale) may hold
+ * NaNs or reach 2^55: the exponent and m with the NaN lanes as 0, or a block
+ * of zeros. @return the elements not carried (0 or 32)
+ */
+AVX512_INLINE size_t
+w_b16_block_slow(uint8_t *d, uint8_t *mant, size_t i, __m512 x0, __m512 x1, __m512 u0, __m512 u1,
+		 bool nearest)
+{
+	const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF);
+	__mmask16 o0 = _mm512_cmp_ps_mask(x0, x0, _CMP_ORD_Q);
+	__mmask16 o1 = _mm512_cmp_ps_mask(x1, x1, _CMP_ORD_Q);
+	__m512i a0 = _mm512_maskz_and_epi32(o0, _mm512_castps_si512(x0), absm);
+	__m512i a1 = _mm512_maskz_and_epi32(o1, _mm512_castps_si512(x1), absm);
+	uint32_t mx = w_hmax_epu32(_mm512_max_epu32(a0, a1)); /* |x| of the largest */
+
+	if (mx >= 0x5B000000u) { /* 2^55 and up (inf) */
+		d[i / B16] = 0;
+		memset(mant + 2 * i, 0, 2 * B16);
+		return B16;
+	}
+	unsigned int e = w_b16_exp(mx);
+	__m512 f = _mm512_set1_ps(pow2f(-(int)e));
+
+	d[i / B16] = (uint8_t)e;
+	w_b16_store(mant + 2 * i, w_b16_round(_mm512_mul_ps(x0, f), u0, o0, nearest, true),
+		    w_b16_round(_mm512_mul_ps(x1, f), u1, o1, nearest, true));
+	return 0;
+}
+
+/* One block of 32 whose largest |x| is mx (no NaN, below 2^55). */
+AVX512_INLINE void
+w_b16_block(uint8_t *d, uint8_t *mant, size_t i, uint32_t mx, __m512 x0, __m512 x1, __m512 u0,
+	    __m512 u1, bool nearest)
+{
+	unsigned int e = w_b16_exp(mx);
+	__m512 f = _mm512_set1_ps(pow2f(-(int)e));
+
+	d[i / B16] = (uint8_t)e;
+	w_b16_store(mant + 2 * i, w_b16_round(_mm512_mul_ps(x0, f), u0, 0xFFFF, nearest, false),
+		    w_b16_round(_mm512_mul_ps(x1, f), u1, 0xFFFF, nearest, false));
+}
+
+/* 16 elements of dt at p, as fp32, times scale (NaN kept). */
+AVX512_INLINE __m512
+w_load_scaled(const uint8_t *p, enum cais_datatype dt, __m512 scale)
+{
+	switch (dt) {
+	case CAIS_BFLOAT16:
+		return _mm512_mul_ps(
+		    _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16)),
+		    scale);
+	case CAIS_FLOAT16:
+		return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)),
+				     scale);
+	default:
+		return _mm512_mul_ps(_mm512_loadu_ps((const float *)p), scale);
+	}
+}
+
+/*
+ * Two blocks per step: their largest |x| in one reduction, as bit patterns
+ * (NaN lanes included: a NaN's bits are above 2^55's, so a block with a NaN
+ * takes the slow path, which zeroes them, as one reaching 2^55 does).
+ */
+AVX512_INLINE size_t
+w_b16_encode(uint8_t *d, const uint8_t *s, size_t n, enum cais_datatype dt, float scale,
+	     bool nearest, struct cais_rng *rng)
+{
+	const size_t esz = float_size(dt);
+	const __m512 sc = _mm512_set1_ps(scale);
+	const __m512i absm = _mm512_set1_epi32(0x7FFFFFFF);
+	uint8_t *mant = d + cais_b16_exp_bytes((uint32_t)n);
+	uint64_t(*st)[2] = rng != NULL ? rng->s : NULL;
+	__m512i ra = _mm512_setzero_si512(), rb = _mm512_setzero_si512();
+	size_t i = 0, sat = 0;
+
+	if (!nearest) {
+		ra =
+		    _mm512_setr_epi64((long long)st[0][0], (long long)st[1][0], (long long)st[2][0],
+				      (long long)st[3][0], (long long)st[4][0], (long long)st[5][0],
+				      (long long)st[6][0], (long long)st[7][0]);
+		rb =
+		    _mm512_setr_epi64((long long)st[0][1], (long long)st[1][1], (long long)st[2][1],
+				      (long long)st[3][1], (long long)st[4][1], (long long)st[5][1],
+				      (long long)st[6][1], (long long)st[7][1]);
+	}
+	for (; i + 2 * B16 <= n; i += 2 * B16) {
+		/* (no arrays: the compiler keeps these in registers) */
+		__m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
+		uint32_t ma, mb;
+
+		if (!nearest) { /* a random block per 16 elements */
+			u0 = w_uniform(w_xorshift(&ra, &rb));
+			u1 = w_uniform(w_xorshift(&ra, &rb));
+			u2 = w_uniform(w_xorshift(&ra, &rb));
+			u3 = w_uniform(w_xorshift(&ra, &rb));
+		}
+		__m512 x0 = w_load_scaled(s + i * esz, dt, sc);
+		__m512 x1 = w_load_scaled(s + (i + 16) * esz, dt, sc);
+		__m512 x2 = w_load_scaled(s + (i + 32) * esz, dt, sc);
+		__m512 x3 = w_load_scaled(s + (i + 48) * esz, dt, sc);
+
+		w_hmax2_epu32(_mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), absm),
+					       _mm512_and_si512(_mm512_castps_si512(x1), absm)),
+			      _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x2), absm),
+					       _mm512_and_si512(_mm512_castps_si512(x3), absm)),
+			      &ma, &mb);
+		if (ma < 0x5B000000u)
+			w_b16_block(d, mant, i, ma, x0, x1, u0, u1, nearest);
+		else
+			sat += w_b16_block_slow(d, mant, i, x0, x1, u0, u1, nearest);
+		if (mb < 0x5B000000u)
+			w_b16_block(d, mant, i + B16, mb, x2, x3, u2, u3, nearest);
+		else
+			sat += w_b16_block_slow(d, mant, i + B16, x2, x3, u2, u3, nearest);
+	}
+	if (i + B16 <= n) {
+		__m512 u0 = _mm512_setzero_ps(), u1 = _mm512_setzero_ps();
+
+		if (!nearest) {
+			u0 = w_uniform(w_xorshift(&ra, &rb));
+			u1 = w_uniform(w_xorshift(&ra, &rb));
+		}
+		sat += w_b16_block_slow(d, mant, i, w_load_scaled(s + i * esz, dt, sc),
+					w_load_scaled(s + (i + 16) * esz, dt, sc), u0, u1, nearest);
+		i += B16;
+	}
+	if (!nearest) {
+		uint64_t ta[8], tb[8];
+
+		_mm512_storeu_si512((void *)ta, ra);
+		_mm512_storeu_si512((void *)tb, rb);
+		for (int j = 0; j < 8; j++) {
+			st[j][0] = ta[j];
+			st[j][1] = tb[j];
+		}
+	}
+	return sat + b16_encode_tail(d, s, i, n, dt, scale, nearest, rng);
+}
+
+static AVX512 size_t
+avx512_encode_b16(void *dst, const void *src, size_t n, enum cais_datatype dt, float scale,
+		  bool nearest, struct cais_rng *rng)
+{
+	if (float_size(dt) == 0)
+		return n;
+	if (rng == NULL)
+		nearest = true;
+	b16_pad(dst, n);
+	/* one instance of the loop per (type, rounding) */
+#define W_B16(DT)                                                                                  \
+	(nearest ? w_b16_encode(dst, src, n, DT, scale, true, rng)                                 \
+		 : w_b16_encode(dst, src, n, DT, scale, false, rng))
+	switch (dt) {
+	case CAIS_FLOAT32:
+		return W_B16(CAIS_FLOAT32);
+	case CAIS_BFLOAT16:
+		return W_B16(CAIS_BFLOAT16);
+	default:
+		return W_B16(CAIS_FLOAT16);
+	}
+#undef W_B16
+}
+
+/* 16 fp32 -> bf16 in the low halves of 32-bit lanes, as v_bf16_round(f, false)
+ * (a NaN here can only be inf x 0's, the default NaN, which this rounds as
+ * cais_f32_to_bf16() does; a NaN factor goes the scalar way). */
+AVX512_INLINE __m512i
+w_bf16_round(__m512 f)
+{
+	__m512i u = _mm512_castps_si512(f);
+	__m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+
+	return _mm512_srli_epi32(
+	    _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+}
+
+/* Store 32 fp32 (a, then b) at p as dt, rounded as v_store16(..., false). */
+AVX512_INLINE void
+w_store32(uint8_t *p, __m512 a, __m512 b, enum cais_datatype dt)
+{
+	switch (dt) {
+	case CAIS_BFLOAT16: {
+		__m512i r = _mm512_packus_epi32(w_bf16_round(a), w_bf16_round(b));
+
+		_mm512_storeu_si512((void *)p, _mm512_permutexvar_epi64(
+						   _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), r));
+		break;
+	}
+	case CAIS_FLOAT16:
+		_mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+		_mm256_storeu_si256((__m256i *)(p + 32),
+				    _mm512_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+		break;
+	default:
+		_mm512_storeu_ps((float *)p, a);
+		_mm512_storeu_ps((float *)(p + 64), b);
+		break;
+	}
+}
+
+AVX512_INLINE void
+w_b16_decode(uint8_t *d, const uint8_t *s, size_t n, enum cais_datatype dt, float inv)
+{
+	const __m512i bswap = _mm512_broadcast_i32x4(
+	    _mm_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+	const size_t esz = float_size(dt);
+	const uint8_t *mant = s + cais_b16_exp_bytes((uint32_t)n);
+	size_t i = 0;
+
+	for (; i + B16 <= n; i += B16) {
+		unsigned int e = s[i / B16] < CAIS_B16_EMAX ? s[i / B16] : CAIS_B16_EMAX;
+		__m512 f = _mm512_set1_ps(inv * pow2f((int)e));
+		__m512i m =
+		    _mm512_shuffle_epi8(_mm512_loadu_si512((const void *)(mant + 2 * i)), bswap);
+		__m512 a = _mm512_mul_ps(
+		    _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(m))), f);
+		__m512 b = _mm512_mul_ps(
+		    _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(m, 1))), f);
+
+		w_store32(d + i * esz, a, b, dt);
+	}
+	b16_decode_tail(d, s, i, n, dt, inv);
+}
+
+static AVX512 void
+avx512_decode_b16(void *dst, const void *src, size_t n, enum cais_datatype dt, float inv_scale)
+{
+	if (inv_scale != inv_scale) { /* a NaN factor: bf16's NaN rule is scalar's */
+		scalar_decode_b16(dst, src, n, dt, inv_scale);
+		return;
+	}
+	switch (dt) {
+	case CAIS_FLOAT32:
+		w_b16_decode(dst, src, n, CAIS_FLOAT32, inv_scale);
+		break;
+	case CAIS_BFLOAT16:
+		w_b16_decode(dst, src, n, CAIS_BFLOAT16, inv_scale);
+		break;
+	case CAIS_FLOAT16:
+		w_b16_decode(dst, src, n, CAIS_FLOAT16, inv_scale);
+		break;
+	default:
+		break;
+	}
+}
+
 static const struct cais_quant_ops quant_avx512 = {
     .name = "avx512",
     .encode = avx512_encode,
@@ -1666,8 +2026,8 @@ static const struct cais_quant_ops quant_avx512 = {
     .from_f32 = avx2_from_f32,
     .reduce_f32 = avx2_reduce_f32,
     .reduce_i32 = avx2_reduce_i32,
-    .encode_b16 = avx2_encode_b16,
-    .decode_b16 = avx2_decode_b16,
+    .encode_b16 = avx512_encode_b16,
+    .decode_b16 = avx512_decode_b16,
 };
 
 const struct cais_quant_ops *

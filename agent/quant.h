@@ -94,8 +94,9 @@ extern const struct cais_quant_ops cais_quant_scalar;
 const struct cais_quant_ops *cais_quant_avx2(void);
 
 /**
- * @return AVX2's implementation with AVX-512 (F, BW, DQ, VL) encoders, or
- *         NULL when the CPU (or the build) lacks them.
+ * @return AVX2's implementation with AVX-512 (F, BW, DQ, VL) encoders (FIXED32
+ *         and BLOCK16) and BLOCK16 decoder, or NULL when the CPU (or the
+ *         build) lacks them.
  */
 const struct cais_quant_ops *cais_quant_avx512(void);
 

@@ -9,16 +9,24 @@
  *   dec      decode a sum: q x 1/scale (scale 1024: the fp32 shortcut)
  *   dec-avg  decode an average over 6 ranks: q x 1/(6 x scale), the double
  *            path (int32: q / 6 toward zero)
+ * and BLOCK16 (16-bit elements with an exponent per block of 32, PROTOCOL.md
+ * E4; float types, scale 2^24 as static communicators use):
+ *   b16-sr   encode to BLOCK16, stochastic rounding
+ *   b16-rn   encode to BLOCK16, round to nearest even
+ *   b16-dec  decode a BLOCK16 payload: m x 2^e x 1/scale, rounded to the type
  * Throughput is of the source tensor's bytes (the dtype's, both ways: what
  * the caller hands over or gets back), against memcpy of those same bytes,
  * in the same run: every repetition times memcpy, then the conversion, back
  * to back (the box is noisy); the table shows the medians and the median of
  * the per-repetition ratios. Sizes: one cache-resident, one memory-bound.
  * Every run also checks that decode(encode(x)) gives x back within one step
- * of the fixed point (so --quick is a working smoke test, never a speed).
+ * of the fixed point, or of its block for BLOCK16 (so --quick is a working
+ * smoke test, never a speed). With --csv FILE, the BLOCK16 rows go to
+ * FILE-b16.csv (FILE less its .csv), same columns, so that FILE keeps the
+ * rows bench/plot/quant.gp draws.
  *
  *   bench_quant [--sizes 256K,64M] [--reps R] [--impl best|scalar|avx2|avx512|all]
- *               [--csv FILE] [--quick]
+ *               [--ops LIST] [--csv FILE] [--quick]
  */
 #include <getopt.h>
 #include <math.h>
@@ -31,13 +39,15 @@
 
 #include "../agent/quant.h"
 
-#define MAX_LIST 8
-#define SCALE	 1024.0f
-#define AVG_N	 6u
+#define MAX_LIST  8
+#define SCALE	  1024.0f
+#define AVG_N	  6u
+#define B16_SCALE 0x1p24f /* CAIS_B16_DEFAULT_SCALE_EXP */
 
-enum op { OP_ENC_SR, OP_ENC_RN, OP_DEC, OP_DEC_AVG, OP_MAX_ };
+enum op { OP_ENC_SR, OP_ENC_RN, OP_DEC, OP_DEC_AVG, OP_B16_SR, OP_B16_RN, OP_B16_DEC, OP_MAX_ };
 
-static const char *const op_names[] = {"enc-sr", "enc-rn", "dec", "dec-avg"};
+static const char *const op_names[] = {"enc-sr", "enc-rn", "dec",    "dec-avg",
+				       "b16-sr", "b16-rn", "b16-dec"};
 static const enum cais_datatype dtypes[] = {CAIS_FLOAT32, CAIS_BFLOAT16, CAIS_FLOAT16, CAIS_INT32};
 static const char *const dt_names[] = {"fp32", "bf16", "fp16", "int32"};
 
@@ -134,6 +144,15 @@ do_op(const struct cais_quant_ops *q, enum op op, enum cais_datatype dt, struct 
 		break;
 	case OP_DEC_AVG:
 		q->decode(b->out, b->wire, n, dt, (float)(1.0 / (SCALE * (double)AVG_N)), AVG_N);
+		break;
+	case OP_B16_SR:
+		sink += q->encode_b16(b->wire, b->src, n, dt, B16_SCALE, false, rng);
+		break;
+	case OP_B16_RN:
+		sink += q->encode_b16(b->wire, b->src, n, dt, B16_SCALE, true, rng);
+		break;
+	case OP_B16_DEC:
+		q->decode_b16(b->out, b->wire, n, dt, 1.0f / B16_SCALE);
 		break;
 	default:
 		break;
@@ -272,6 +291,61 @@ check(const struct cais_quant_ops *q, enum cais_datatype dt, struct bufs *b, siz
 	return ok;
 }
 
+/* The same for BLOCK16 (float types): within one step of the element's block
+ * (half a step to nearest but at the clamp), plus the types' own rounding. */
+static bool
+check_b16(const struct cais_quant_ops *q, enum cais_datatype dt, struct bufs *b, size_t n,
+	  struct cais_rng *rng)
+{
+	const size_t es = esize(dt), eb = ((n + 31) / 32 + 3) / 4 * 4;
+	const uint8_t *w = b->wire;
+	bool ok = true;
+
+	for (int nearest = 0; nearest < 2 && ok; nearest++) {
+		if (q->encode_b16(b->wire, b->src, n, dt, B16_SCALE, nearest, rng) != 0) {
+			fprintf(stderr, "bench_quant: %s %s b16: a block saturated\n", q->name,
+				dt_names[dt]);
+			return false;
+		}
+		q->decode_b16(b->out, b->wire, n, dt, 1.0f / B16_SCALE);
+		for (size_t i = 0; i < n && ok; i++) {
+			const uint8_t *s = (const uint8_t *)b->src + i * es;
+			const uint8_t *o = (const uint8_t *)b->out + i * es;
+			int16_t m = (int16_t)((uint16_t)w[eb + 2 * i] << 8 | w[eb + 2 * i + 1]);
+			double step = ldexp(1.0, w[i / 32]) / B16_SCALE, x, y, rel;
+
+			switch (dt) {
+			case CAIS_BFLOAT16:
+				x = cais_bf16_to_f32(*(const uint16_t *)s);
+				y = cais_bf16_to_f32(*(const uint16_t *)o);
+				rel = 0x1p-8;
+				break;
+			case CAIS_FLOAT16:
+				x = cais_f16_to_f32(*(const uint16_t *)s);
+				y = cais_f16_to_f32(*(const uint16_t *)o);
+				rel = 0x1p-11;
+				break;
+			default:
+				x = *(const float *)s;
+				y = *(const float *)o;
+				rel = 0x1p-24;
+				break;
+			}
+			/* (to nearest, m at the clamp may be a whole step off: 32767.7) */
+			if (!(fabs(x - y) <=
+			      step * (nearest && abs(m) < 32767 ? 0.5 : 1.0) + fabs(x) * rel) ||
+			    abs(m) > 32767) {
+				fprintf(stderr,
+					"bench_quant: %s %s b16 nearest %d: element %zu: %.9g -> "
+					"%.9g (e %u m %d)\n",
+					q->name, dt_names[dt], nearest, i, x, y, w[i / 32], m);
+				ok = false;
+			}
+		}
+	}
+	return ok;
+}
+
 static size_t
 parse_size(const char *t)
 {
@@ -322,15 +396,36 @@ human(size_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+/* Whether name is one of the comma-separated list. */
+static bool
+in_list(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+
+		if (l == len && !strncmp(p, name, len))
+			return true;
+		p += l + (c != NULL);
+	}
+	return false;
+}
+
 static void
 usage(void)
 {
 	printf("Usage: bench_quant [--sizes LIST] [--reps R] [--impl best|scalar|avx2|avx512|all]\n"
-	       "                   [--csv FILE] [--quick]\n"
+	       "                   [--ops LIST] [--csv FILE] [--quick]\n"
 	       "The agent's conversions against memcpy of the same bytes, interleaved in one\n"
 	       "run: encode (stochastic rounding, round to nearest) and decode (sum, avg over\n"
-	       "%u ranks) of fp32, bf16, fp16 and int32, scale %g. GB/s of the source tensor's\n"
-	       "bytes, medians of R repetitions, and the median ratio to memcpy (goal >= 0.5).\n"
+	       "%u ranks) of fp32, bf16, fp16 and int32, scale %g; BLOCK16 encode (b16-sr,\n"
+	       "b16-rn) and decode (b16-dec) of the float types, scale 2^24. GB/s of the source\n"
+	       "tensor's bytes, medians of R repetitions, and the median ratio to memcpy (goal\n"
+	       ">= 0.5). --csv FILE: BLOCK16 rows in FILE-b16.csv (FILE less .csv). --ops: a\n"
+	       "comma-separated subset of enc-sr,enc-rn,dec,dec-avg,b16-sr,b16-rn,b16-dec\n"
+	       "(int32's encode is enc-sr).\n"
 	       "Sizes are the tensor's bytes (K, M suffixes). Defaults: --sizes 256K,64M --reps\n"
 	       "15 --impl best; --quick: 64K, 3 repetitions (a smoke run: it checks the\n"
 	       "conversions give the values back, never a speed).\n",
@@ -340,18 +435,16 @@ usage(void)
 int
 main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"sizes", required_argument, NULL, 's'},
-					   {"reps", required_argument, NULL, 'r'},
-					   {"impl", required_argument, NULL, 'i'},
-					   {"csv", required_argument, NULL, 'c'},
-					   {"quick", no_argument, NULL, 'q'},
-					   {"help", no_argument, NULL, 'h'},
-					   {NULL, 0, NULL, 0}};
+	static const struct option lo[] = {
+	    {"sizes", required_argument, NULL, 's'}, {"reps", required_argument, NULL, 'r'},
+	    {"impl", required_argument, NULL, 'i'},  {"ops", required_argument, NULL, 'o'},
+	    {"csv", required_argument, NULL, 'c'},   {"quick", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0}};
 	size_t sizes[MAX_LIST] = {256 * 1024, 64 * 1024 * 1024};
 	unsigned int ns = 2, reps = 15, ni = 0;
-	const char *csv_path = NULL, *impl_name = "best";
+	const char *csv_path = NULL, *impl_name = "best", *ops = NULL;
 	const struct cais_quant_ops *impls[3];
-	FILE *csv = NULL;
+	FILE *csv = NULL, *csv16 = NULL;
 	bool ok = true;
 	int o;
 
@@ -365,6 +458,9 @@ main(int argc, char **argv)
 			break;
 		case 'i':
 			impl_name = optarg;
+			break;
+		case 'o':
+			ops = optarg;
 			break;
 		case 'c':
 			csv_path = optarg;
@@ -419,9 +515,25 @@ main(int argc, char **argv)
 		perror(csv_path);
 		return 1;
 	}
-	if (csv)
-		fprintf(csv, "size_bytes,dtype,op,impl,elems,gbps,memcpy_gbps,ratio,ratio_min,"
-			     "ratio_max,reps\n");
+	if (csv_path) {
+		size_t len = strlen(csv_path);
+		char *p16 = malloc(len + 16);
+
+		if (!p16)
+			return 1;
+		memcpy(p16, csv_path, len + 1);
+		if (len > 4 && !strcmp(p16 + len - 4, ".csv"))
+			p16[len - 4] = 0;
+		strcat(p16, "-b16.csv");
+		if (!(csv16 = fopen(p16, "w"))) {
+			perror(p16);
+			return 1;
+		}
+		free(p16);
+	}
+	for (FILE *f = csv; f; f = f == csv ? csv16 : NULL)
+		fprintf(f, "size_bytes,dtype,op,impl,elems,gbps,memcpy_gbps,ratio,ratio_min,"
+			   "ratio_max,reps\n");
 	printf("\n  ------------- agent conversions vs memcpy (scale %g, %u reps, median) "
 	       "-------------\n",
 	       (double)SCALE, reps);
@@ -435,7 +547,7 @@ main(int argc, char **argv)
 			char hb[32];
 
 			b.src = xalloc(n * esize(dt));
-			b.wire = xalloc(n * 4);
+			b.wire = xalloc(n * 4 + 64); /* FIXED32, or BLOCK16's 2n + n/32 */
 			b.out = xalloc(n * esize(dt));
 			b.copy = xalloc(n * esize(dt));
 			fill(b.src, n, dt);
@@ -446,11 +558,24 @@ main(int argc, char **argv)
 				cais_rng_seed(&rng, 1);
 				if (!check(q, dt, &b, n < 1 << 20 ? n : 1 << 20, &rng))
 					ok = false;
+				if (dt != CAIS_INT32 &&
+				    !check_b16(q, dt, &b, n < 1 << 20 ? n : 1 << 20, &rng))
+					ok = false;
 				for (unsigned int op = 0; op < OP_MAX_; op++) {
+					bool b16 = op >= OP_B16_SR;
+					FILE *out = b16 ? csv16 : csv;
+
 					if (dt == CAIS_INT32 && op == OP_ENC_RN)
 						continue; /* int32 has one encode: a byte swap */
+					if (b16 && (dt == CAIS_INT32 || n > UINT32_MAX))
+						continue; /* BLOCK16 carries float types */
+					if (ops && !in_list(ops, op_names[op]))
+						continue;
 					if (op == OP_DEC || op == OP_DEC_AVG)
 						q->encode(b.wire, b.src, n, dt, SCALE, true, NULL);
+					if (op == OP_B16_DEC)
+						q->encode_b16(b.wire, b.src, n, dt, B16_SCALE, true,
+							      NULL);
 					struct result r =
 					    measure(q, (enum op)op, dt, &b, n, reps, &rng);
 					const char *name = dt == CAIS_INT32 && op == OP_ENC_SR
@@ -462,8 +587,8 @@ main(int argc, char **argv)
 					       human(sizes[si], hb, sizeof(hb)), dt_names[t], name,
 					       q->name, r.gbps, r.memcpy_gbps, r.ratio, r.ratio_lo,
 					       r.ratio_hi, r.ratio >= 0.5 ? "ok" : "BELOW");
-					if (csv)
-						fprintf(csv,
+					if (out)
+						fprintf(out,
 							"%zu,%s,%s,%s,%zu,%.3f,%.3f,%.4f,%.4f,"
 							"%.4f,%u\n",
 							sizes[si], dt_names[t], name, q->name, n,
@@ -478,11 +603,14 @@ main(int argc, char **argv)
 			free(b.copy);
 		}
 	}
-	printf("  (GB/s of the tensor's bytes: the dtype's; the wire is int32. memcpy: the\n"
-	       "   tensor's bytes copied, timed in the same repetitions; ratio = memcpy time /\n"
-	       "   conversion time, median over repetitions, min..max beside it. goal: >= 0.5)\n");
+	printf("  (GB/s of the tensor's bytes: the dtype's; the wire is int32, or BLOCK16 for\n"
+	       "   b16-*: 2 bytes per element + 1 per 32. memcpy: the tensor's bytes copied,\n"
+	       "   timed in the same repetitions; ratio = memcpy time / conversion time, median\n"
+	       "   over repetitions, min..max beside it. goal: >= 0.5)\n");
 	if (csv)
 		fclose(csv);
+	if (csv16)
+		fclose(csv16);
 	if (!ok) {
 		fprintf(stderr, "bench_quant: FAILED: a conversion did not give its input back\n");
 		return 1;

@@ -2,9 +2,11 @@
 /*
  * agent/quant.h: fixed-point encode/decode, bf16/fp16 conversions and the
  * ring's reductions. Every behavioural test runs once per implementation
- * (the scalar one, then AVX2 where the CPU has it) against references
- * written here from the rules (double arithmetic, explicit rounding); a last
- * group compares AVX2 and scalar bit for bit on random data.
+ * (the scalar one, then AVX2 and AVX-512 where the CPU has them) against
+ * references written here from the rules (double arithmetic, explicit
+ * rounding); a last group compares the vector paths with scalar bit for bit
+ * on random data, and BLOCK16's AVX-512 == AVX2 == scalar on blocks of every
+ * kind (AVX-512's part skipped, and said, where the CPU lacks it).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1593,6 +1595,329 @@ test_avx2_stochastic_same_stream(void **state)
 		stochastic_same_stream_one(*vs);
 }
 
+/* ------------------- BLOCK16: AVX-512 == AVX2 == scalar, bit for bit */
+
+/*
+ * The implementations BLOCK16 is compared over: scalar, then AVX2 and
+ * AVX-512 where the CPU has them. Says once what is not compared.
+ */
+static size_t
+b16_impls(const struct cais_quant_ops *v[3])
+{
+	static bool said;
+	size_t n = 0;
+
+	v[n++] = &cais_quant_scalar;
+	if (cais_quant_avx2() != NULL)
+		v[n++] = cais_quant_avx2();
+	if (cais_quant_avx512() != NULL)
+		v[n++] = cais_quant_avx512();
+	if (!said) {
+		said = true;
+		if (cais_quant_avx2() == NULL)
+			print_message("AVX2/F16C not available: BLOCK16 vector comparisons "
+				      "skipped\n");
+		else if (cais_quant_avx512() == NULL)
+			print_message("AVX-512 not available: BLOCK16 compared for AVX2 == "
+				      "scalar only (the AVX-512 comparison is skipped)\n");
+		else
+			print_message("BLOCK16: comparing avx512 == avx2 == scalar\n");
+	}
+	return n;
+}
+
+static int
+b16_log2(float scale)
+{
+	int e;
+
+	(void)frexpf(scale, &e);
+	return e - 1;
+}
+
+/*
+ * One value of a BLOCK16 test block whose largest is about 2^top (value
+ * domain): mostly within 2^40 below it, with what the encoders treat
+ * apart: m's rounding ties ((k + 1/2) x 2^(top - 15 - j)), values whose m
+ * rounds to 32768 and is clamped, the block's top itself, zeros of both
+ * signs, denormals, NaN, and rarely inf (the block is then not carried).
+ */
+static float
+b16_value(int top)
+{
+	float s = (rnd32() & 1) ? -1.0f : 1.0f;
+	uint32_t r = rnd32() % 64;
+
+	if (r == 0)
+		return u2f(0x7F800001u | (rnd32() & 0x803FFFFFu) | (rnd32() & 0x400000u));
+	if (r == 1)
+		return rnd32() % 8 ? 0.0f : s * INFINITY;
+	if (r == 2)
+		return s * 0.0f;
+	if (r == 3)
+		return u2f(rnd32() & 0x807FFFFFu);
+	if (r < 12)
+		return ldexpf((float)((int)(rnd32() % 65535) - 32767) + 0.5f,
+			      top - 15 - (int)(rnd32() % 4));
+	if (r < 16)
+		return s * ldexpf(32768.0f - ldexpf(1.0f, -(int)(rnd32() % 9)), top - 15);
+	if (r == 16)
+		return s * (rnd32() & 1 ? ldexpf(1.0f, top) : ldexpf(2.0f - 0x1p-23f, top));
+	return s * ldexpf((float)rnd_uniform(1, 2), top - (int)(rnd32() % 41));
+}
+
+/*
+ * n elements of dt at p in blocks of 32 (from element 0), each block's top
+ * drawn so that at this scale some blocks reach 2^55 (not carried), most do
+ * not, and the 16-bit types stay mostly in their range.
+ */
+static void
+fill_b16(void *p, size_t n, enum cais_datatype dt, float scale)
+{
+	int hi = 56 - b16_log2(scale), lo = hi - 75, top = 0;
+
+	if (dt == CAIS_FLOAT16) {
+		hi = 16;
+		lo = -20;
+	} else if (lo < -120) {
+		lo = -120;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i % CAIS_B16_BLOCK == 0)
+			top = lo + (int)(rnd32() % (uint32_t)(hi - lo));
+		float v = b16_value(top);
+
+		switch (dt) {
+		case CAIS_BFLOAT16:
+			put16(p, i, cais_f32_to_bf16(v));
+			break;
+		case CAIS_FLOAT16:
+			put16(p, i, cais_f32_to_f16(v));
+			break;
+		default:
+			putf(p, i, v);
+			break;
+		}
+	}
+}
+
+static const float b16_scales[] = {1.0f, 0x1p24f, 0x1p-10f, 3.0f, 0x1p40f, 1024.0f, 1e-3f};
+#define B16_NSCALES (sizeof(b16_scales) / sizeof(b16_scales[0]))
+
+/*
+ * encode_b16 of n elements of dt at src by every implementation, rng from
+ * the same state, into buffers of cap bytes at offset off: the same counts,
+ * the same bytes (the guard bytes after the payload untouched), the same
+ * random state after. *rng is advanced as the calls advance it.
+ */
+static void
+b16_encode_same(const void *src, size_t n, enum cais_datatype dt, float scale, bool nearest,
+		struct cais_rng *rng, size_t off, const char *what)
+{
+	const struct cais_quant_ops *v[3];
+	size_t nv = b16_impls(v), len = cais_payload_bytes(CAIS_DT_BLOCK16, (uint32_t)n);
+	size_t cap = off + len + 40, sat[3];
+	uint8_t *d[3];
+	struct cais_rng r[3];
+
+	for (size_t k = 0; k < nv; k++) {
+		d[k] = malloc(cap);
+		assert_non_null(d[k]);
+		memset(d[k], 0xA5, cap);
+		r[k] = *rng;
+		impl = v[k];
+		sat[k] = v[k]->encode_b16(d[k] + off, src, n, dt, scale, nearest, &r[k]);
+	}
+	for (size_t k = 1; k < nv; k++) {
+		size_t at = 0;
+
+		impl = v[k];
+		while (at < cap && d[k][at] == d[0][at])
+			at++;
+		CHECK(sat[k] == sat[0] && at == cap,
+		      "%s: encode_b16 n %zu dt %d scale %g nearest %d: sat %zu (scalar %zu), "
+		      "first difference at byte %zu of %zu",
+		      what, n, dt, (double)scale, nearest, sat[k], sat[0], at, len);
+		CHECK(memcmp(&r[k], &r[0], sizeof(r[0])) == 0,
+		      "%s: random state after encode_b16 n %zu nearest %d", what, n, nearest);
+	}
+	*rng = r[0];
+	for (size_t k = 0; k < nv; k++)
+		free(d[k]);
+}
+
+/* decode_b16 of a payload by every implementation: the same bytes. */
+static void
+b16_decode_same(const void *payload, size_t n, enum cais_datatype dt, float inv, size_t off,
+		const char *what)
+{
+	const struct cais_quant_ops *v[3];
+	size_t nv = b16_impls(v), cap = off + n * esize(dt) + 40;
+	uint8_t *d[3];
+
+	for (size_t k = 0; k < nv; k++) {
+		d[k] = malloc(cap);
+		assert_non_null(d[k]);
+		memset(d[k], 0xA5, cap);
+		v[k]->decode_b16(d[k] + off, payload, n, dt, inv);
+	}
+	for (size_t k = 1; k < nv; k++) {
+		size_t at = 0;
+
+		impl = v[k];
+		while (at < cap && d[k][at] == d[0][at])
+			at++;
+		CHECK(at == cap, "%s: decode_b16 n %zu dt %d inv %a: first difference at byte %zu",
+		      what, n, dt, (double)inv, at);
+	}
+	for (size_t k = 0; k < nv; k++)
+		free(d[k]);
+}
+
+/* Random blocks of every kind, every length 0..100 and some large, odd
+ * offsets, both roundings, every float type and scale. */
+static void
+test_b16_vector_random(void **state)
+{
+	static const size_t large[] = {1000, 2048, 2049, 4099, 65536 + 5, 1 << 20};
+	uint8_t *src = malloc((1 << 20) * 4 + 8);
+	struct cais_rng rng;
+
+	(void)state;
+	if (cais_quant_avx2() == NULL) {
+		b16_impls((const struct cais_quant_ops *[3]){0});
+		skip();
+	}
+	assert_non_null(src);
+	cais_rng_seed(&rng, 2024);
+	for (size_t si = 0; si < 101 + sizeof(large) / sizeof(large[0]); si++) {
+		size_t n = si <= 100 ? si : large[si - 101];
+
+		for (size_t t = 0; t < 3; t++) {
+			enum cais_datatype dt = float_types[t];
+			float scale = b16_scales[rnd32() % B16_NSCALES];
+			size_t soff = rnd32() % 4; /* unaligned source as well */
+
+			fill_b16(src + soff, n, dt, scale);
+			for (int nearest = 1; nearest >= 0; nearest--)
+				b16_encode_same(src + soff, n, dt, scale, nearest, &rng, si % 4,
+						"random blocks");
+		}
+	}
+	free(src);
+}
+
+/* The stochastic stream across calls of odd lengths (partial random
+ * blocks at every call's end), as one tensor is sent in chunks. */
+static void
+test_b16_vector_stream(void **state)
+{
+	enum { N = 100003 };
+	uint8_t *src = malloc(N * 4);
+	struct cais_rng rng;
+
+	(void)state;
+	if (cais_quant_avx2() == NULL)
+		skip();
+	assert_non_null(src);
+	for (size_t t = 0; t < 3; t++) {
+		enum cais_datatype dt = float_types[t];
+		size_t es = esize(dt);
+
+		fill_b16(src, N, dt, 0x1p24f);
+		cais_rng_seed(&rng, 77 + t);
+		for (size_t i = 0, len = 1; i < N; i += len, len = len * 2 + 3) {
+			if (len > N - i)
+				len = N - i;
+			b16_encode_same(src + i * es, len, dt, 0x1p24f, false, &rng, 0, "stream");
+		}
+	}
+	free(src);
+}
+
+/* Every bf16 and fp16 pattern, in order and shuffled into random blocks;
+ * fp32 patterns (ties and edges at every exponent) with their exponents
+ * as they are and folded into a carried range. Both roundings. */
+static void
+test_b16_vector_patterns(void **state)
+{
+	size_t np;
+	uint32_t *pat;
+	uint16_t *h = malloc(65536 * 2);
+	struct cais_rng rng;
+
+	(void)state;
+	if (cais_quant_avx2() == NULL)
+		skip();
+	assert_non_null(h);
+	pat = narrow_patterns(&np);
+	cais_rng_seed(&rng, 5);
+	for (int shuffled = 0; shuffled < 2; shuffled++) {
+		for (uint32_t i = 0; i < 65536; i++)
+			h[i] = (uint16_t)i;
+		if (shuffled)
+			for (uint32_t i = 65535; i > 0; i--) {
+				uint32_t j = rnd32() % (i + 1);
+				uint16_t x = h[i];
+
+				h[i] = h[j];
+				h[j] = x;
+			}
+		for (size_t k = 0; k < B16_NSCALES; k++)
+			for (int nearest = 1; nearest >= 0; nearest--) {
+				b16_encode_same(h, 65536, CAIS_BFLOAT16, b16_scales[k], nearest,
+						&rng, 1, "bf16 patterns");
+				b16_encode_same(h, 65536, CAIS_FLOAT16, b16_scales[k], nearest,
+						&rng, 1, "fp16 patterns");
+			}
+	}
+	for (int folded = 0; folded < 2; folded++) {
+		if (folded) /* exponents 2^-40..2^39: most blocks carried at scale 1 */
+			for (size_t i = 0; i < np; i++)
+				pat[i] = (pat[i] & 0x807FFFFFu) |
+					 ((((pat[i] >> 23) & 0xFFu) % 80u + 87u) << 23);
+		for (size_t k = 0; k < 3; k++)
+			for (int nearest = 1; nearest >= 0; nearest--)
+				b16_encode_same(pat, np, CAIS_FLOAT32, b16_scales[k], nearest, &rng,
+						2, "fp32 patterns");
+	}
+	free(pat);
+	free(h);
+}
+
+/* decode_b16 of any payload (random exponents 0..255 and m, -32768
+ * included) into every type, at scales whose results overflow or are
+ * NaN (inf x 0) as well. */
+static void
+test_b16_vector_decode(void **state)
+{
+	static const size_t sizes[] = {1, 31, 32, 33, 64, 95, 2048, 4099, 65536 + 7};
+	static const float invs[] = {0x1p-24f,	1.0f,	  1.0f / 3.0f, 0x1p100f,
+				     0x1p-140f, INFINITY, 1e-3f,       0.0f /* NaN, set below */};
+	uint8_t *p = malloc(cais_payload_bytes(CAIS_DT_BLOCK16, 65536 + 7) + 3);
+
+	(void)state;
+	if (cais_quant_avx2() == NULL)
+		skip();
+	assert_non_null(p);
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t n = sizes[si], len = cais_payload_bytes(CAIS_DT_BLOCK16, (uint32_t)n);
+
+		for (size_t k = 0; k < sizeof(invs) / sizeof(invs[0]); k++) {
+			float inv = invs[k] != 0 ? invs[k] : u2f(0xFFE12345u); /* with a payload */
+
+			for (size_t i = 0; i < len + 3; i++)
+				p[i] = (uint8_t)rnd32();
+			if (k % 2) /* realistic exponents too */
+				for (size_t b = 0; b < (n + 31) / 32; b++)
+					p[1 + b] = (uint8_t)(rnd32() % (CAIS_B16_EMAX + 2));
+			for (size_t t = 0; t < 3; t++)
+				b16_decode_same(p + 1, n, float_types[t], inv, si % 4, "decode");
+		}
+	}
+	free(p);
+}
+
 #define IMPL_TESTS                                                                                 \
 	cmocka_unit_test(test_wire_format), cmocka_unit_test(test_in_place),                       \
 	    cmocka_unit_test(test_round_trip_float), cmocka_unit_test(test_decode_exact_scales),   \
@@ -1613,6 +1938,10 @@ main(void)
 	    cmocka_unit_test(test_avx2_equals_scalar),
 	    cmocka_unit_test(test_avx2_patterns),
 	    cmocka_unit_test(test_avx2_stochastic_same_stream),
+	    cmocka_unit_test(test_b16_vector_random),
+	    cmocka_unit_test(test_b16_vector_stream),
+	    cmocka_unit_test(test_b16_vector_patterns),
+	    cmocka_unit_test(test_b16_vector_decode),
 	};
 	const struct CMUnitTest per_impl[] = {IMPL_TESTS};
 	int rc = 0;
