@@ -30,7 +30,7 @@ cais_config_init(struct cais_config *c)
 	c->scale = 1024.0;
 	c->wire = CAIS_DT_FIXED32;
 	c->b16_scale = CAIS_DEFAULT_B16_SCALE;
-	c->threads = 1;
+	c->threads = 0; /* managed: one flow per CPU; static: one (cais.h) */
 	c->threshold = CAIS_DEFAULT_THRESHOLD;
 	c->retx_timeout_us = CAIS_DEFAULT_RETX_US;
 	c->retries = CAIS_DEFAULT_RETRIES;
@@ -386,6 +386,7 @@ cais_metrics_get(struct cais_comm *c, struct cais_metrics *m)
 	m->chunks_sent = ws.chunks_sent;
 	m->retransmissions = ws.retransmissions;
 	m->results_ignored = ws.results_ignored;
+	m->acks = ws.acks;
 	m->send_errors = ws.send_errors;
 	m->peer_chunks = ag_req_peer_chunks(&c->reqs);
 	m->congested = congested;
@@ -616,19 +617,15 @@ modules_open(struct cais_comm *c)
 	return flows_open(c);
 }
 
-/*
- * Flows when cais_config.threads is 0: one per CPU this process may run on,
- * rounded down to a power of two, at most AG_MAX_FLOWS and S.
- */
-static unsigned int
-auto_flows(const struct cais_config *cfg)
+unsigned int
+ag_comm_auto_flows(uint32_t slots)
 {
 	cpu_set_t set;
 	unsigned int cpus = 1, k = 1;
 
 	if (sched_getaffinity(0, sizeof(set), &set) == 0)
 		cpus = (unsigned int)CPU_COUNT(&set);
-	while (2 * k <= cpus && 2 * k <= AG_MAX_FLOWS && 2 * k <= cfg->slots)
+	while (2 * k <= cpus && 2 * k <= AG_MAX_FLOWS && 2 * k <= slots)
 		k *= 2;
 	return k;
 }
@@ -654,7 +651,8 @@ cais_comm_create(const struct cais_config *cfg, struct cais_comm **out)
 	c->threshold = cfg->threshold;
 	c->next_seq = cfg->first_seq;
 	c->q = cais_quant_best();
-	c->nflows = cfg->threads ? cfg->threads : auto_flows(cfg);
+	/* static: the switch's session lists the member's ports; without a count, one */
+	c->nflows = cfg->threads ? cfg->threads : 1;
 	c->cfg.threads = c->nflows;
 	c->peers = calloc(cfg->world, sizeof(*c->peers));
 	c->pfd = calloc(AG_MAX_POLL, sizeof(*c->pfd));

@@ -32,6 +32,13 @@
 #include "req.h"
 #include "ring.h"
 
+/**
+ * Flows of a managed communicator whose cais_config.threads is 0: one per CPU
+ * this process may run on, rounded down to a power of two, at most
+ * AG_MAX_FLOWS and slots (join.c registers them with the manager).
+ */
+unsigned int ag_comm_auto_flows(uint32_t slots);
+
 /** Sockets one progress thread polls at most (peers x 2 + 3). */
 #define AG_MAX_POLL	   1024
 /** Collectives smaller than this are not sampled by the error alarm (too few values). */

@@ -169,8 +169,10 @@ ag_fetch_on_no(struct ag_fetch *f, int peer, uint32_t seq, enum ag_have have)
 		q->any_waiting = true;
 	if (have == AG_HAVE_RING)
 		return AG_FETCH_RING; /* that peer's collective is on the ring: so is ours */
-	/* every peer gave up on this chunk too and none has its result: the switch
-	 * lost the round */
+	/* every peer gave up on this chunk too, or its DATA is in and the round
+	 * waits (an ACK): none has the result, and what the round lacks is this
+	 * rank's own DATA, which the switch does not hear, or the switch lost the
+	 * round: the ring */
 	if (q->n_answered == f->conf.world - 1 && !q->any_waiting)
 		return AG_FETCH_RING;
 	return AG_FETCH_WAIT;

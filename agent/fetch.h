@@ -30,6 +30,7 @@ enum ag_have {
 	AG_HAVE_INFLIGHT = 2, /**< it sent it recently, its RESULT may be on the way: wait */
 	AG_HAVE_STUCK = 3,    /**< it used up its retries too: the switch lost the round */
 	AG_HAVE_RING = 4,     /**< its collective is on the ring */
+	AG_HAVE_ACKED = 5,    /**< its DATA is in (an ACK, E6): the round waits for a rank */
 };
 
 /** What the decisions say. */

@@ -140,6 +140,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	json_t *res = NULL, *args;
 	uint64_t deadline;
 	bool offload = false;
+	unsigned int flows;
 	int rc;
 
 	if (!j || !out || !j->manager || !j->job || !j->tenant || !j->world ||
@@ -163,6 +164,9 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 		return rc;
 	}
 	inet_ntop(AF_INET, &j->data.sin_addr, ip, sizeof(ip));
+	/* the flows (docs/PROTOCOL.md E7), registered with the manager: ports p..p+flows-1 */
+	flows = tmpl && tmpl->threads ? tmpl->threads
+				      : ag_comm_auto_flows(j->slots ? j->slots : 64);
 
 	args = json_pack("{s:s, s:s, s:i}", "job", j->job, "tenant", j->tenant, "world",
 			 (int)j->world);
@@ -178,8 +182,9 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	if (rc == 0)
 		rc =
 		    call(m, "job.join",
-			 json_pack("{s:s, s:i, s:s, s:s, s:i}", "job", j->job, "rank", (int)j->rank,
-				   "mac", mac, "ip", ip, "port", (int)ntohs(j->data.sin_port)),
+			 json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "job", j->job, "rank",
+				   (int)j->rank, "mac", mac, "ip", ip, "port",
+				   (int)ntohs(j->data.sin_port), "ports", (int)flows),
 			 &res);
 	deadline = ag_now_ns() + (uint64_t)(j->timeout_ms ? j->timeout_ms : 60000) * 1000000ull;
 	while (rc == 0) {
@@ -218,6 +223,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 		return rc;
 	}
 	cfg.peers = peers;
+	cfg.threads = flows;
 	/* this rank's address as given: the manager's copy is the same */
 	peers[j->rank] = j->data;
 	rc = cais_comm_create(&cfg, out);

@@ -182,8 +182,9 @@ usage_library(FILE *f, const struct cais_config *d)
 		"  --timeout-ms MS       bound on one collective (default %u)\n"
 		"  --threads K           flows: worker threads, each with its own UDP socket on\n"
 		"                        this rank's port + i, carrying the seqs i modulo K; a\n"
-		"                        power of two up to 16; 0: one per CPU (default %u); the\n"
-		"                        switch's member entry must cover the K ports\n"
+		"                        power of two up to 16; the switch's member entry must\n"
+		"                        cover the K ports. 0 (default %u): with --manager one\n"
+		"                        per CPU, registered at the join; static: 1\n"
 		"  --check-every K       the library samples the error of every K-th in-network\n"
 		"                        collective against a ring (and may turn the tensor off "
 		"above\n"
@@ -1032,7 +1033,7 @@ print_header(const struct opts *o, size_t max_bytes)
 	printf("#   retx %" PRIu32 " us, retries %" PRIu32 ", timeout %" PRIu32
 	       " ms, check-every %" PRIu32 ", first seq %" PRIu32 ", delay %u ms, threads %u%s\n",
 	       o->retx_us, o->retries, o->timeout_ms, o->check_every, o->first_seq, o->delay_ms,
-	       o->threads, o->threads ? "" : " (one per CPU)");
+	       o->threads, o->threads ? "" : (o->manager ? " (one per CPU)" : " (one)"));
 	printf("#   time: median of this rank's issue-to-completion times (%s);\n"
 	       "#   path counts include the warm-up iterations\n",
 	       o->sync ? "each after a 1-element ring all-reduce that lines the ranks up"
@@ -1256,12 +1257,12 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 	if (comm && cais_metrics_get(comm, &m) == 0 && !o->quiet)
 		printf("# metrics: collectives %" PRIu64 " in-network %" PRIu64
 		       " fallback-rate %.3f errors %" PRIu64 ", chunks %" PRIu64
-		       " retransmitted %" PRIu64 " ignored-results %" PRIu64
+		       " retransmitted %" PRIu64 " acked %" PRIu64 " ignored-results %" PRIu64
 		       ", peer chunks %" PRIu64 " served %" PRIu64 ", congested %" PRIu64
 		       ", error checks %" PRIu64 " max %.2e, tensors disabled %u, wire fallbacks %u,"
 		       " p50 %.0f us p90 %.0f us p99 %.0f us\n",
 		       m.collectives, m.in_network, m.fallback_rate, m.errors, m.chunks_sent,
-		       m.retransmissions, m.results_ignored, m.peer_chunks, m.peer_chunks_served,
+		       m.retransmissions, m.acks, m.results_ignored, m.peer_chunks, m.peer_chunks_served,
 		       m.congested, m.error_checks, m.max_rel_error, m.tensors_disabled,
 		       m.wire_fallbacks, m.p50_us, m.p90_us, m.p99_us);
 	fflush(stdout);

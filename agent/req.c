@@ -488,7 +488,9 @@ lookup(void *ctx, uint32_t seq, struct ag_result *res, enum ag_have *have)
 	if (ws == AG_W_FREE)
 		*have = got ? AG_HAVE_STUCK : AG_HAVE_NOT_SENT;
 	else
-		*have = ws == AG_W_SILENT ? AG_HAVE_STUCK : AG_HAVE_INFLIGHT;
+		*have = ws == AG_W_SILENT  ? AG_HAVE_STUCK
+			: ws == AG_W_ACKED ? AG_HAVE_ACKED
+					   : AG_HAVE_INFLIGHT;
 	return false;
 }
 

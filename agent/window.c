@@ -21,7 +21,10 @@ struct ag_window_entry {
 	uint32_t seq;	  /**< written before state; both read by other threads as hints */
 	uint8_t state;	  /**< enum ag_window_state */
 	bool unsent;	  /**< queued: its first transmission has not left yet */
-	uint16_t tries;	  /**< retransmissions so far */
+	uint16_t tries;	  /**< retransmissions so far (the backoff) */
+	uint16_t strikes; /**< retransmissions the switch has not acknowledged (silence) */
+	bool acked;	  /**< an ACK said the DATA is in: the round waits for others */
+	bool ack_first;	  /**< ... and it answered the first retransmission */
 	uint16_t count;	  /**< elements */
 	uint8_t dtype;	  /**< wire dtype */
 	uint32_t len;	  /**< payload bytes */
@@ -43,6 +46,7 @@ struct ag_window {
 	uint32_t base;		   /**< oldest seq the window may still hold */
 	uint32_t next;		   /**< the seq after the last one put in */
 	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
+	uint64_t heard;		   /**< when the switch last sent this flow anything */
 	bool blocked;		   /**< the socket refused a send */
 	uint8_t *rxbuf;		   /**< AG_BATCH x AG_DGRAM */
 	struct ag_window_stats st;	 /**< updated with relaxed atomics */
@@ -170,19 +174,44 @@ ag_window_fd(const struct ag_window *w)
 
 /* ---- the timer ---- */
 
+/*
+ * The retransmission timer after tries retransmissions: the RTT estimate
+ * (it learns how long rounds wait for other ranks, see handle_result()),
+ * at least the configured floor, at most AG_RTO_MAX_US; doubled per try up
+ * to AG_RETX_CAP_US or the estimate, whichever is larger.
+ */
 static uint64_t
 rto(const struct ag_window *w, unsigned int tries)
 {
 	uint64_t floor_ns = (uint64_t)w->conf.retx_timeout_us * 1000;
-	uint64_t cap = (uint64_t)AG_RETX_CAP_US * 1000;
+	uint64_t cap = (uint64_t)AG_RETX_CAP_US * 1000, max = (uint64_t)AG_RTO_MAX_US * 1000;
 	uint64_t t = w->srtt ? w->srtt + 4 * w->rttvar : floor_ns;
 
-	if (cap < floor_ns)
-		cap = floor_ns;
 	if (t < floor_ns)
 		t = floor_ns;
+	if (t > max)
+		t = max;
+	if (cap < t)
+		cap = t;
 	t <<= tries < 6 ? tries : 6;
 	return t < cap ? t : cap;
+}
+
+/*
+ * How long a chunk whose DATA the switch acknowledged waits before its next
+ * retransmission: twice what it has waited so far (the round is waiting for
+ * other ranks, as long again is a fair guess), at least one timer, at most
+ * AG_ACK_WAIT_MAX_US.
+ */
+static uint64_t
+ack_wait(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
+{
+	uint64_t t = 2 * (now - e->t_first), lo = rto(w, 0);
+	uint64_t hi = (uint64_t)AG_ACK_WAIT_MAX_US * 1000;
+
+	if (t < lo)
+		t = lo;
+	return t < hi ? t : hi;
 }
 
 static void
@@ -242,7 +271,8 @@ ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype
 	__atomic_store_n(&e->seq, seq, __ATOMIC_RELAXED);
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
-	e->tries = 0;
+	e->tries = e->strikes = 0;
+	e->acked = e->ack_first = false;
 	e->count = count;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, count);
@@ -267,7 +297,8 @@ ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
 		return;
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
-	e->tries = 0;
+	e->tries = e->strikes = 0;
+	e->acked = e->ack_first = false;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, e->count);
 	e->hdr.dtype = dtype;
@@ -320,6 +351,46 @@ ag_window_blocked(const struct ag_window *w)
 
 /* ---- receive ---- */
 
+/*
+ * An ACK: the chunk's DATA is in, its round waits for other ranks (E5). The
+ * retransmission it answers does not count towards silence, and the next
+ * one waits in proportion to the wait so far.
+ */
+static void
+handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
+{
+	count(&w->st.acks, 1);
+	if (e->unsent)
+		return; /* an answer to a transmission before a redo */
+	if (!e->acked && e->tries == 1)
+		e->ack_first = true;
+	e->acked = true;
+	e->strikes = 0;
+	set_state(e, AG_W_ACKED); /* peers' FETCH recovery asks (fetch.h AG_HAVE_ACKED) */
+	e->deadline = now + ack_wait(w, e, now);
+}
+
+/*
+ * The RESULT of a chunk in the window. Its round trip is a sample for the
+ * timer when it is unambiguous: the chunk was never retransmitted, or the
+ * switch acknowledged its first retransmission (so the first DATA was in
+ * and the time is how long the round waited for the others, which is what
+ * the timer has to learn on machines whose cores ranks share).
+ */
+static void
+handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
+	      const struct cais_fields *f, uint64_t now)
+{
+	void *owner = e->owner;
+	uint32_t idx = e->idx;
+
+	if (e->tries == 0 || e->ack_first)
+		rtt_sample(w, now - e->t_first);
+	release(w, e);
+	w->ev.result(w->ev.ctx, owner, idx, p + CAIS_HDR_LEN, f->count,
+		     cais_payload_bytes(f->dtype, f->count), f->flags);
+}
+
 static void
 handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct sockaddr_in *from,
 	     uint64_t now)
@@ -327,8 +398,6 @@ handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct soc
 	const struct cais_hdr *h = (const struct cais_hdr *)p;
 	struct ag_window_entry *e;
 	struct cais_fields f;
-	void *owner;
-	uint32_t idx;
 
 	if (from->sin_addr.s_addr != w->conf.sw.sin_addr.s_addr ||
 	    from->sin_port != w->conf.sw.sin_port)
@@ -338,25 +407,29 @@ handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct soc
 	cais_hdr_read(h, &f);
 	if (f.tenant != w->conf.tenant || f.session != w->conf.session)
 		return;
+	w->heard = now;
 	e = entry(w, f.seq);
 	if (!holds(e, f.seq) || e->tensor != f.tensor ||
 	    ntohs(h->slot) != cais_slot_field(f.seq, w->conf.slots))
 		goto ignored;
-	if (f.type == CAIS_TYPE_REJECT) {
+	switch (f.type) {
+	case CAIS_TYPE_REJECT:
 		w->ev.reject(w->ev.ctx, e->owner, f.seq, f.reason, f.dtype);
 		return;
+	case CAIS_TYPE_ACK:
+		if (f.dtype == e->dtype)
+			handle_ack(w, e, now);
+		return;
+	case CAIS_TYPE_RESULT:
+		if (f.count == e->count && f.dtype == e->dtype &&
+		    len >= CAIS_HDR_LEN + (size_t)e->len) {
+			handle_result(w, e, p, &f, now);
+			return;
+		}
+		break;
+	default:
+		break;
 	}
-	if (f.type != CAIS_TYPE_RESULT || f.count != e->count || f.dtype != e->dtype ||
-	    len < CAIS_HDR_LEN + (size_t)e->len)
-		goto ignored;
-	if (e->tries == 0)
-		rtt_sample(w, now - e->t_first);
-	owner = e->owner;
-	idx = e->idx;
-	release(w, e);
-	w->ev.result(w->ev.ctx, owner, idx, p + CAIS_HDR_LEN, f.count,
-		     cais_payload_bytes(f.dtype, f.count), f.flags);
-	return;
 ignored:
 	count(&w->st.results_ignored, 1);
 }
@@ -456,6 +529,7 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 		} else if (!b->fresh[i]) {
 			e->deadline = now;
 			e->tries--;
+			e->strikes--;
 			atomic_fetch_sub_explicit(e->retx, 1, memory_order_relaxed);
 		}
 	}
@@ -464,6 +538,23 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 	count(&w->st.retransmissions, retx);
 	b->n = 0;
 	return !w->blocked;
+}
+
+/*
+ * Has the switch gone silent for chunk e, due again? Its retransmissions
+ * since the last ACK used up the retries, and either the switch has sent
+ * this flow nothing for AG_QUIET_US (it is gone, not just descheduled) or
+ * twice the retries went unanswered while it answered other chunks. (Not
+ * hearing is counted from the chunk's first transmission at the earliest.)
+ */
+static bool
+judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
+{
+	uint64_t since = w->heard > e->t_first ? w->heard : e->t_first;
+
+	if (e->strikes < w->conf.retries)
+		return false;
+	return now - since >= (uint64_t)AG_QUIET_US * 1000 || e->strikes >= 2 * w->conf.retries;
 }
 
 void
@@ -484,7 +575,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 		if (!holds(e, seq) || (!e->unsent && (int64_t)(now - e->deadline) < 0))
 			continue;
 		if (!e->unsent) {
-			if (e->state == AG_W_INFLIGHT && e->tries >= w->conf.retries) {
+			if (e->state != AG_W_SILENT && judged_silent(w, e, now)) {
 				/* reported after the batch is out: the owner may forget
 				 * chunks that the batch still points at */
 				if (n_silent == AG_BATCH)
@@ -495,8 +586,9 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 			}
 			e->hdr.flags |= CAIS_F_RETX;
 			e->tries++;
+			e->strikes++;
 			atomic_fetch_add_explicit(e->retx, 1, memory_order_relaxed);
-			e->deadline = now + rto(w, e->tries);
+			e->deadline = now + rto(w, e->strikes);
 		}
 		batch_add(w, &b, e);
 		if (b.n == AG_BATCH && !batch_flush(w, &b, now))
@@ -534,5 +626,6 @@ ag_window_stats(const struct ag_window *w, struct ag_window_stats *out)
 	out->chunks_sent = __atomic_load_n(&w->st.chunks_sent, __ATOMIC_RELAXED);
 	out->retransmissions = __atomic_load_n(&w->st.retransmissions, __ATOMIC_RELAXED);
 	out->results_ignored = __atomic_load_n(&w->st.results_ignored, __ATOMIC_RELAXED);
+	out->acks = __atomic_load_n(&w->st.acks, __ATOMIC_RELAXED);
 	out->send_errors = __atomic_load_n(&w->st.send_errors, __ATOMIC_RELAXED);
 }

@@ -4,8 +4,8 @@
  * The switch window of PROTOCOL.md section 3, for one UDP flow: the socket,
  * the chunks in flight (at most S, and chunk seq + S only after the result of
  * seq), their retransmission with an adaptive timer (RTT estimate, backoff),
- * RESULT and REJECT reception, and the cache of the last 2 x S chunk results
- * that peers may fetch.
+ * RESULT, REJECT and ACK reception (E5: an ACKed chunk's round waits for
+ * others; it backs off and does not count towards silence).
  *
  * The window knows chunks, not collectives: each chunk carries an opaque
  * owner and an index, given back in the events (struct ag_window_events)
@@ -26,13 +26,22 @@
 /** One received datagram: the largest CAIS message (24 + 4 x 2048) and room to spare. */
 #define AG_DGRAM       9216
 /** Retransmission backoff doubles up to this (a restarting switch takes a while). */
-#define AG_RETX_CAP_US 20000u
+#define AG_RETX_CAP_US	   20000u
+/** The learned timer (how long rounds wait for other ranks) stops here. */
+#define AG_RTO_MAX_US	   100000u
+/** After an ACK a chunk waits twice its wait so far, at most this. */
+#define AG_ACK_WAIT_MAX_US 500000u
+/** A switch is silent only after it sent a flow nothing for this long (E6). */
+#define AG_QUIET_US	   1000000u
 
 /** Where a chunk stands in the window. */
 enum ag_window_state {
 	AG_W_FREE = 0,	/**< not in the window (never sent, resolved, or forgotten) */
 	AG_W_INFLIGHT,	/**< DATA sent (or about to be), waiting for the RESULT */
-	AG_W_SILENT,	/**< retries used up: still retransmitted, at the capped interval */
+	AG_W_SILENT,	/**< retries used up and the switch quiet (judged_silent() in window.c):
+			     still retransmitted, at the capped interval; an ACK undoes it */
+	AG_W_ACKED,	/**< in flight, and an ACK said its DATA is in: the round waits for
+			     other ranks (E6); retransmitted, rarely, as INFLIGHT */
 };
 
 struct ag_window_conf {
@@ -42,7 +51,7 @@ struct ag_window_conf {
 	uint16_t elems;		  /**< elements per packet E */
 	uint32_t first_seq;	  /**< the first seq this flow may send */
 	uint32_t retx_timeout_us; /**< the timer's floor */
-	uint32_t retries;	  /**< retransmissions before a chunk is reported silent */
+	uint32_t retries;	  /**< unacknowledged retransmissions before a chunk may be silent */
 	struct sockaddr_in local; /**< this rank's data address (the socket binds it) */
 	struct sockaddr_in sw;	  /**< the aggregator */
 };
@@ -74,6 +83,7 @@ struct ag_window_stats {
 	uint64_t chunks_sent;	  /**< DATA first transmissions */
 	uint64_t retransmissions; /**< DATA retransmissions */
 	uint64_t results_ignored; /**< RESULTs not in flight (duplicate, stale) */
+	uint64_t acks;		  /**< ACKs of chunks in flight (E5) */
 	uint64_t send_errors;	  /**< DATA the socket refused for good (a firewall, the MTU) */
 };
 

@@ -38,11 +38,15 @@ const char *ctl_mode_name(enum ctl_mode mode);
 #define CTL_LEASE_MAX_MS 86400000u
 
 /** One member of a session. */
+/** UDP ports (flows) a member may send from at most (docs/PROTOCOL.md E7). */
+#define CTL_MAX_MEMBER_PORTS 16u
+
 struct ctl_member {
 	uint8_t mac[6];
 	uint32_t ip;	     /**< network order */
 	uint16_t port;	     /**< UDP port, host order */
 	int16_t switch_port; /**< the switch port it sits behind; -1: not given */
+	uint8_t ports;	     /**< its flows' UDP ports port..port+ports-1 (E7): 1..16, a power of two */
 };
 
 /** session.add arguments, checked. */

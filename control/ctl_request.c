@@ -32,8 +32,9 @@ static int
 parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool *have,
 	     struct ctl_err *err)
 {
-	static const char *const fields[] = {"rank", "mac", "ip", "port", "switch_port", NULL};
-	uint64_t rank = 0, port = 0, sw_port = UINT64_MAX;
+	static const char *const fields[] = {"rank", "mac",	    "ip",    "port",
+					     "switch_port", "ports", NULL};
+	uint64_t rank = 0, port = 0, sw_port = UINT64_MAX, ports = 1;
 	const char *mac, *ip;
 	struct ctl_member *mb;
 	int rc;
@@ -45,7 +46,8 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 	    (rc = ctl_get_string(m, "mac", &mac, err)) ||
 	    (rc = ctl_get_string(m, "ip", &ip, err)) ||
 	    (rc = ctl_get_uint(m, "port", 1, UINT16_MAX, true, &port, err)) ||
-	    (rc = ctl_get_uint(m, "switch_port", 0, INT16_MAX, false, &sw_port, err))) {
+	    (rc = ctl_get_uint(m, "switch_port", 0, INT16_MAX, false, &sw_port, err)) ||
+	    (rc = ctl_get_uint(m, "ports", 1, CTL_MAX_MEMBER_PORTS, false, &ports, err))) {
 		char inner[sizeof(err->msg)];
 
 		snprintf(inner, sizeof(inner), "%s", err->msg);
@@ -66,8 +68,14 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 				"members[%zu]: field 'ip' %s is not a host's unicast address "
 				"(0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 and 240.0.0.0/4 are not)",
 				i, ip);
+	if (ports & (ports - 1))
+		return ctl_fail(err, EINVAL, "members[%zu]: field 'ports' must be a power of two", i);
+	if (port + ports - 1 > UINT16_MAX)
+		return ctl_fail(err, EINVAL,
+				"members[%zu]: fields 'port' + 'ports' pass the last UDP port", i);
 	mb->port = (uint16_t)port;
 	mb->switch_port = sw_port == UINT64_MAX ? -1 : (int16_t)sw_port;
+	mb->ports = (uint8_t)ports;
 	return 0;
 }
 
@@ -78,7 +86,8 @@ members_distinct(const struct ctl_session *s, struct ctl_err *err)
 	for (unsigned int a = 0; a < s->n; a++)
 		for (unsigned int b = a + 1; b < s->n; b++)
 			if (s->members[a].ip == s->members[b].ip &&
-			    s->members[a].port == s->members[b].port)
+			    s->members[a].port < s->members[b].port + s->members[b].ports &&
+			    s->members[b].port < s->members[a].port + s->members[a].ports)
 				return ctl_fail(err, EINVAL,
 						"members: ranks %u and %u have the same 'ip' and "
 						"'port'",

@@ -96,6 +96,8 @@ print_totals(FILE *f, const json_t *o)
 		", duplicates %" JSON_INTEGER_FORMAT ", stale %" JSON_INTEGER_FORMAT,
 		geti(o, "data_rx"), geti(o, "rounds"), geti(o, "retransmissions"),
 		geti(o, "resends"), geti(o, "duplicates"), geti(o, "stale"));
+	if (json_object_get(o, "acks"))
+		fprintf(f, ", ACKs %" JSON_INTEGER_FORMAT, geti(o, "acks"));
 	print_percentiles(f, ", ", json_object_get(o, "completion_us"));
 	fprintf(f,
 		"\n  L2: forwarded %" JSON_INTEGER_FORMAT ", flooded %" JSON_INTEGER_FORMAT

@@ -61,6 +61,9 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 		return dp_reply_resend(lc, s, sl, acc, m, h->rank);
 	case DP_V_DUPLICATE:
 		sc->duplicates++;
+		/* the sender retransmits for nothing: its DATA is in (E6) */
+		if (h->flags & CAIS_F_RETX)
+			return dp_reply_ack(lc, m, sl);
 		return dp_drop(lc, m, DP_DROP_DUPLICATE);
 	case DP_V_STALE:
 		sc->stale++;

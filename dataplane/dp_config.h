@@ -111,6 +111,20 @@
 #define DP_DEFAULT_HIGH_SHARE 30u
 #define DP_MAX_HIGH_SHARE     90u
 
+/**
+ * Idle-aware polling (as DPDK's l3fwd-power; --idle-sleep-us): an lcore
+ * whose queues stayed empty for DP_IDLE_SPIN polls in a row sleeps, 1 us at
+ * first, doubling per empty poll up to the configured bound, so a packet
+ * that arrives while it sleeps waits at most that long (plus the
+ * scheduler's wake-up). 100 us: below a round's usual completion time on a
+ * shared machine (hundreds of us), a 1000th of a second of CPU per sleep
+ * otherwise; 0 keeps pure busy polling for dedicated cores. 256 empty polls
+ * are some tens of us of spinning: bursts a few us apart never sleep.
+ */
+#define DP_DEFAULT_IDLE_SLEEP_US 100u
+#define DP_MAX_IDLE_SLEEP_US	 10000u
+#define DP_IDLE_SPIN		 256u
+
 /** RX occupancy is read from PMDs that report it every this many polls. */
 #define DP_QDEPTH_EVERY 8u
 

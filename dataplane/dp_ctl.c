@@ -44,6 +44,7 @@ session_conf(struct dp_session_conf *c, const struct ctl_session *cs)
 		c->members[r].ip = cs->members[r].ip;
 		c->members[r].port = cs->members[r].port;
 		c->members[r].sw_port = cs->members[r].switch_port;
+		c->members[r].ports = cs->members[r].ports;
 	}
 }
 
@@ -66,6 +67,7 @@ op_ping(void *ctx, json_t *res, struct ctl_err *err)
 	json_object_set_new(res, "uptime_s",
 			    json_real((double)(rte_rdtsc() - sw->start_tsc) / (double)sw->hz));
 	json_object_set_new(res, "version", json_string(CAIS_VERSION_STRING));
+	json_object_set_new(res, "lcores", json_integer(sw->n_lcores));
 	return 0;
 }
 
@@ -272,6 +274,17 @@ bound_json(const struct dp_session *s)
 	return a;
 }
 
+/* Each member's flows (E7), by rank. */
+static json_t *
+flows_json(const struct dp_session *s)
+{
+	json_t *a = json_array();
+
+	for (unsigned int r = 0; r < s->n; r++)
+		json_array_append_new(a, json_integer(s->members[r].n_ports));
+	return a;
+}
+
 /* A session's settings, tensors and counters (c: its counters summed). */
 static json_t *
 session_json(const struct dp_switch *sw, const struct dp_session *s,
@@ -287,6 +300,7 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 	json_object_set_new(o, "priority", json_integer(s->priority));
 	json_object_set_new(o, "tensors", tensors_json(s));
 	json_object_set_new(o, "switch_ports", bound_json(s));
+	json_object_set_new(o, "flows", flows_json(s));
 #define SC_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)c->f));
 	SC_FIELDS(SC_JSON)
 #undef SC_JSON
@@ -362,6 +376,10 @@ lcore_sum(const struct dp_switch *sw, struct dp_lcore_counters *sum, uint64_t *d
 		sum->l2_flooded += l->c.l2_flooded;
 		sum->data_rx += l->c.data_rx;
 		sum->handoffs += l->c.handoffs;
+		sum->acks += l->c.acks;
+		sum->idle_sleeps += l->c.idle_sleeps;
+		sum->idle_tsc += l->c.idle_tsc;
+		sum->acks_limited += l->c.acks_limited;
 		if (l->qdepth > *depth)
 			*depth = l->qdepth;
 	}
@@ -375,6 +393,7 @@ state_json(const struct dp_switch *sw, uint64_t now, json_t *out)
 
 	json_object_set_new(out, "uptime_s", json_real((double)(now - sw->start_tsc) / sw->hz));
 	json_object_set_new(out, "mode", json_string(mode_name(sw)));
+	json_object_set_new(out, "lcores", json_integer(sw->n_lcores));
 	json_object_set_new(out, "mode_held", json_boolean(__atomic_load_n(&sw->held, __ATOMIC_RELAXED)));
 	if (deadline)
 		json_object_set_new(
@@ -402,6 +421,11 @@ counters_json(const struct dp_switch *sw, uint64_t now, json_t *out)
 	json_object_set_new(out, "l2_forwarded", json_integer((json_int_t)lc.l2_forwarded));
 	json_object_set_new(out, "l2_flooded", json_integer((json_int_t)lc.l2_flooded));
 	json_object_set_new(out, "handoffs", json_integer((json_int_t)lc.handoffs));
+	json_object_set_new(out, "acks", json_integer((json_int_t)lc.acks));
+	json_object_set_new(out, "idle_sleep_us", json_integer(sw->idle_sleep_us));
+	json_object_set_new(out, "idle_sleeps", json_integer((json_int_t)lc.idle_sleeps));
+	json_object_set_new(out, "idle_s", json_real((double)lc.idle_tsc / (double)sw->hz));
+	json_object_set_new(out, "acks_limited", json_integer((json_int_t)lc.acks_limited));
 	json_object_set_new(out, "macs", json_integer(dp_l2_count(sw->l2, now)));
 	json_object_set_new(out, "queue_depth", json_integer((json_int_t)depth));
 }

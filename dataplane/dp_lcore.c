@@ -7,8 +7,11 @@
  * packet goes on by class: ARP and L2 to dp_fwd.c, DATA to the match
  * (dp_match.c), malformed frames to a counted drop. Handed-over packets go
  * straight to the match. Once per poll everything queued leaves (dp_tx.c)
- * and the lcore passes an RCU quiescent point (dp_rcu.h).
+ * and the lcore passes an RCU quiescent point (dp_rcu.h). An lcore whose
+ * queues stay empty sleeps in short steps (idle()), unless the switch busy-polls.
  */
+#include <sys/prctl.h>
+
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_prefetch.h>
@@ -113,24 +116,27 @@ queue_depth(struct dp_lcore *lc, bool full, unsigned int iter)
 	lc->qdepth = d;
 }
 
-/* One poll of every RX queue. @return whether every burst came back full */
-static bool
-poll_rx(struct dp_lcore *lc)
+/* One poll of every RX queue; *full: whether every burst came back full. @return packets */
+static unsigned int
+poll_rx(struct dp_lcore *lc, bool *full)
 {
 	struct rte_mbuf *pkts[DP_BURST];
-	bool full = lc->n_rxq > 0;
+	unsigned int got = 0;
 
+	*full = lc->n_rxq > 0;
 	for (uint16_t q = 0; q < lc->n_rxq; q++) {
 		uint16_t n = rte_eth_rx_burst(lc->rxq[q].port, lc->rxq[q].queue, pkts, DP_BURST);
 
 		if (n)
 			dp_lcore_input(lc, pkts, n);
-		full &= n == DP_BURST;
+		*full &= n == DP_BURST;
+		got += n;
 	}
-	return full;
+	return got;
 }
 
-static void
+/* @return packets */
+static unsigned int
 poll_handoffs(struct dp_lcore *lc)
 {
 	struct rte_mbuf *pkts[DP_BURST];
@@ -138,6 +144,27 @@ poll_handoffs(struct dp_lcore *lc)
 
 	if (n)
 		dp_lcore_input_owned(lc, pkts, (uint16_t)n);
+	return n;
+}
+
+/*
+ * Idle-aware polling (dp_config.h DP_IDLE_*): after `empty` polls in a row
+ * found nothing, sleep 1 us doubling per poll up to the switch's bound. The
+ * lcore stays an RCU reader: it passed a quiescent point before, and a
+ * grace period waits at most one sleep for it.
+ */
+static void
+idle(struct dp_lcore *lc, unsigned int empty)
+{
+	unsigned int k = empty - DP_IDLE_SPIN;
+	uint32_t us = k < 14 ? 1u << k : 1u << 14;
+	uint64_t t0 = rte_rdtsc();
+
+	if (us > lc->sw->idle_sleep_us)
+		us = lc->sw->idle_sleep_us;
+	rte_delay_us_sleep(us);
+	lc->c.idle_sleeps++;
+	lc->c.idle_tsc += rte_rdtsc() - t0;
 }
 
 /* Whether PMDs tell every RX queue's occupancy (else queue_depth() estimates it). */
@@ -157,16 +184,25 @@ dp_lcore_run(void *arg)
 	struct dp_switch *sw = lc->sw;
 	const uint64_t period = sw->hz * DP_PERIODIC_US / 1000000;
 	uint64_t next = rte_rdtsc() + period;
-	unsigned int iter = 0;
+	unsigned int iter = 0, empty = 0;
 
 	dp_rcu_online(sw->rcu, lc->idx);
 	lc->rx_count_ok = rx_count_ok(lc);
+	/* sleeps of a few us must not be rounded up to the default 50 us slack */
+	if (sw->idle_sleep_us)
+		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	while (!__atomic_load_n(&sw->quit, __ATOMIC_RELAXED)) {
-		queue_depth(lc, poll_rx(lc), ++iter);
+		bool full;
+		unsigned int got = poll_rx(lc, &full);
+
+		queue_depth(lc, full, ++iter);
 		if (lc->ring)
-			poll_handoffs(lc);
+			got += poll_handoffs(lc);
 		dp_lcore_flush(lc);
 		dp_rcu_quiescent(sw->rcu, lc->idx);
+		empty = got ? 0 : empty < DP_IDLE_SPIN + 32 ? empty + 1 : empty;
+		if (empty > DP_IDLE_SPIN && sw->idle_sleep_us)
+			idle(lc, empty);
 		if (lc->idx == 0) {
 			uint64_t now = rte_rdtsc();
 

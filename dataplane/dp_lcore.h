@@ -58,9 +58,13 @@ struct dp_lcore_counters {
 	uint64_t l2_flooded;
 	uint64_t data_rx; /**< CAIS DATA parsed */
 	uint64_t handoffs;
+	uint64_t idle_sleeps;  /**< sleeps of the idle-aware poll loop */
+	uint64_t idle_tsc;     /**< TSC cycles spent in them */
+	uint64_t acks;	       /**< ACKs sent (docs/PROTOCOL.md E6) */
+	uint64_t acks_limited; /**< ACKs the per-sender budget held back */
 };
 
-/** Token bucket of the REJECT receivers that hash to one entry (see DP_RL_*). */
+/** Token bucket of the REJECT (or ACK) receivers that hash to one entry (see DP_RL_*). */
 struct dp_rl {
 	uint64_t credit; /**< TSC cycles of credit, capped at one second */
 	uint64_t last;	 /**< TSC of the last refill; 0: never used */
@@ -88,7 +92,8 @@ struct dp_lcore {
 	bool rx_count_ok;		     /**< the PMD reports RX queue occupancy */
 	struct dp_lcore_counters c;
 	struct dp_port_counters port[DP_MAX_PORTS];
-	struct dp_rl rl[DP_RL_ENTRIES];
+	struct dp_rl rl[DP_RL_ENTRIES];	    /**< REJECT budgets */
+	struct dp_rl rl_ack[DP_RL_ENTRIES]; /**< ACK budgets, apart: ACKs never eat REJECTs' */
 } __rte_cache_aligned;
 
 /** The poll loop of a data lcore (an lcore_function_t); returns when sw->quit is set. */

@@ -27,6 +27,18 @@
  */
 enum sender { SENDER_OK, SENDER_NOT_MEMBER, SENDER_SPOOFED };
 
+/* From one of the member's flows' UDP ports (E7): port .. port + n_ports - 1. */
+static inline bool
+from_flow(const uint8_t *f, const struct dp_member *mb)
+{
+	uint16_t sport;
+
+	if (likely(mb->n_ports == 1))
+		return dp_eq2(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &mb->port);
+	memcpy(&sport, f + CAIS_ETH_HLEN + CAIS_IP_HLEN, 2);
+	return (uint16_t)(rte_be_to_cpu_16(sport) - mb->port_h) < mb->n_ports;
+}
+
 static inline enum sender
 sender_check(const struct rte_mbuf *m, const uint8_t *f, const struct dp_session *s, uint8_t rank,
 	     bool guard)
@@ -37,8 +49,7 @@ sender_check(const struct rte_mbuf *m, const uint8_t *f, const struct dp_session
 	if (rank >= s->n)
 		return SENDER_NOT_MEMBER;
 	mb = &s->members[rank];
-	if (!dp_eq4(f + CAIS_ETH_HLEN + 12, &mb->ip) ||
-	    !dp_eq2(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &mb->port))
+	if (!dp_eq4(f + CAIS_ETH_HLEN + 12, &mb->ip) || !from_flow(f, mb))
 		return SENDER_NOT_MEMBER;
 	if (!guard)
 		return SENDER_OK;

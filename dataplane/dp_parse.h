@@ -65,7 +65,7 @@
 	X(CAIS_VERSION, "CAIS version is not 1")                                                   \
 	X(CAIS_TYPE, "CAIS type undefined")                                                        \
 	X(CAIS_FLAGS, "CAIS reserved flag bits set")                                               \
-	X(NOT_DATA, "RESULT or REJECT addressed to the switch")                                    \
+	X(NOT_DATA, "RESULT, REJECT or ACK addressed to the switch")                             \
 	X(MULTISEG, "multi-segment frame")                                                         \
 	X(SLOT_MISMATCH, "slot or set disagree with seq")                                          \
 	X(INCONSISTENT, "count, dtype or tensor differ from the round's")                          \

@@ -70,6 +70,13 @@ void dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const stru
 		     const int64_t *acc, struct rte_mbuf *m, uint8_t rank);
 
 /**
+ * DATA m, a retransmission, found its contribution in the open round of sl:
+ * turn it around as an ACK (docs/PROTOCOL.md E6) within the sender's ACK
+ * budget, else drop it (a duplicate).
+ */
+void dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl);
+
+/**
  * Turn DATA m around as a REJECT of why to its sender (echoing its dtype),
  * unless the sender's REJECT budget is spent (then m is dropped).
  * @param sc the session's counters, when the session is known; else NULL

@@ -25,11 +25,18 @@ to_result(struct cais_hdr *h, uint8_t flags, uint8_t dtype)
 	h->reason = 0;
 }
 
-/* Address a frame to member mb (Ethernet/IPv4/UDP) for a CAIS message of cais_bytes. */
+/*
+ * Address a frame to member mb (Ethernet/IPv4/UDP) for a CAIS message of
+ * cais_bytes about seq: to the UDP port of the member's flow that owns
+ * seq's slot (E7: port + seq mod n_ports; n_ports divides the pool).
+ */
 static inline void
-to_member(uint8_t *f, const struct dp_member *mb, unsigned int cais_bytes)
+to_member(uint8_t *f, const struct dp_member *mb, unsigned int cais_bytes, uint32_t seq)
 {
 	memcpy(f, mb->hdr, CAIS_FRAME_HDR_OFF);
+	if (unlikely(mb->n_ports > 1))
+		dp_frame_wr16(f + CAIS_ETH_HLEN + CAIS_IP_HLEN + 2,
+			      mb->port_h + (seq & (mb->n_ports - 1u)));
 	dp_frame_lengths(f, cais_bytes);
 }
 
@@ -104,14 +111,14 @@ dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, 
 
 		rte_pktmbuf_attach(ind, m);
 		rte_pktmbuf_adj(ind, CAIS_FRAME_OVERHEAD);
-		to_member(p, &s->members[r], CAIS_HDR_LEN + plen);
+		to_member(p, &s->members[r], CAIS_HDR_LEN + plen, sl->seq);
 		memcpy(p + CAIS_FRAME_HDR_OFF, h, CAIS_HDR_LEN);
 		hd->next = ind;
 		hd->nb_segs = 2;
 		hd->pkt_len = CAIS_FRAME_OVERHEAD + plen;
 		send_to_member(lc, s, &s->members[r], hd);
 	}
-	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen);
+	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen, sl->seq);
 	send_to_member(lc, s, &s->members[s->n - 1], m);
 	sc->results_tx += copies + 1;
 }
@@ -127,22 +134,22 @@ dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp
 	/* the round's OVERFLOW is in sl->ovf already */
 	lc->sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
 	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->dtype);
-	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen);
+	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen, sl->seq);
 	tx_result(lc, s, m->port, m);
 }
 
 /*
- * Per-sender token bucket: 50 REJECTs of burst, 50 per second, so never above
- * 100 in any second. Senders that hash to the same entry share its bucket
+ * Per-sender token bucket: 50 REJECTs (or ACKs, in a table of their own) of
+ * burst, 50 per second, so never above 100 in any second. Senders that hash to the same entry share its bucket
  * (a takeover keeps the credit), so alternating colliding senders cannot
  * reset the limit.
  */
 static bool
-reject_allowed(struct dp_lcore *lc, uint32_t ip, uint16_t port)
+budget_allowed(struct dp_lcore *lc, struct dp_rl *table, uint32_t ip, uint16_t port)
 {
 	const uint64_t hz = lc->sw->hz, cost = hz / (DP_RL_PER_SECOND / 2);
 	uint32_t h = (ip * 0x9E3779B1u) ^ ((uint32_t)port * 0x85EBCA77u);
-	struct dp_rl *e = &lc->rl[(h >> 16) & (DP_RL_ENTRIES - 1)];
+	struct dp_rl *e = &table[(h >> 16) & (DP_RL_ENTRIES - 1)];
 
 	if (e->last == 0) {
 		e->credit = hz;
@@ -158,24 +165,45 @@ reject_allowed(struct dp_lcore *lc, uint32_t ip, uint16_t port)
 	return true;
 }
 
-void
-dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
-		struct dp_session_counters *sc)
+/* The DATA's sender (network order), for its budget. */
+static inline void
+sender_of(const uint8_t *f, uint32_t *ip, uint16_t *port)
+{
+	memcpy(ip, f + CAIS_ETH_HLEN + 12, 4);
+	memcpy(port, f + CAIS_ETH_HLEN + CAIS_IP_HLEN, 2);
+}
+
+/*
+ * Readdress a DATA frame f to its sender, from the aggregator, as a
+ * header-only CAIS message; the caller writes the header's type and fields.
+ */
+static inline void
+turn_around(const struct dp_lcore *lc, uint8_t *f)
 {
 	const struct dp_parse_cfg *agg = &lc->sw->pcfg;
-	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	struct cais_hdr *h = dp_mbuf_cais(m);
 	uint8_t dst_mac[6];
 	uint32_t dst_ip;
 	uint16_t dport;
 
 	memcpy(dst_mac, f + 6, 6);
-	memcpy(&dst_ip, f + CAIS_ETH_HLEN + 12, 4);
-	memcpy(&dport, f + CAIS_ETH_HLEN + CAIS_IP_HLEN, 2);
-	if (!reject_allowed(lc, dst_ip, dport))
-		return dp_drop(lc, m, DP_DROP_REJECT_LIMITED);
+	sender_of(f, &dst_ip, &dport);
 	dp_frame_hdr(f, dst_mac, agg->agg_mac, agg->agg_ip, dst_ip, agg->udp_port, dport);
 	dp_frame_lengths(f, CAIS_HDR_LEN);
+}
+
+void
+dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
+		struct dp_session_counters *sc)
+{
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct cais_hdr *h = dp_mbuf_cais(m);
+	uint32_t ip;
+	uint16_t port;
+
+	sender_of(f, &ip, &port);
+	if (!budget_allowed(lc, lc->rl, ip, port))
+		return dp_drop(lc, m, DP_DROP_REJECT_LIMITED);
+	turn_around(lc, f);
 	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_REJECT);
 	h->flags = why == CAIS_R_FWD_ONLY ? CAIS_F_FWD_ONLY : 0;
 	h->rank = CAIS_RANK_NONE;
@@ -186,5 +214,34 @@ dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
 	lc->c.rejects[why]++;
 	if (sc)
 		sc->rejects[why]++;
+	dp_tx(lc, m->port, m);
+}
+
+/*
+ * docs/PROTOCOL.md E6: a retransmitted DATA whose contribution is already in
+ * its open round: tell the sender so (header only, its rank, the RESULT
+ * flags), within its ACK budget; else drop it as the duplicate it is.
+ */
+void
+dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl)
+{
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct cais_hdr *h = dp_mbuf_cais(m);
+	uint32_t ip;
+	uint16_t port;
+
+	sender_of(f, &ip, &port);
+	if (!budget_allowed(lc, lc->rl_ack, ip, port)) {
+		lc->c.acks_limited++;
+		return dp_drop(lc, m, DP_DROP_DUPLICATE);
+	}
+	turn_around(lc, f);
+	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_ACK);
+	h->flags = result_flags(lc, sl) & CAIS_F_CONGESTED;
+	/* tenant .. rank and dtype stay the DATA's */
+	h->count = 0;
+	h->reason = 0;
+	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD);
+	lc->c.acks++;
 	dp_tx(lc, m->port, m);
 }

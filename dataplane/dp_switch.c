@@ -83,6 +83,7 @@ settings_init(struct dp_switch *sw, const struct dp_switch_conf *c)
 	sw->n_ports = c->n_ports;
 	sw->n_lcores = c->n_lcores;
 	sw->hz = rte_get_tsc_hz();
+	sw->idle_sleep_us = c->idle_sleep_us;
 	sw->start_tsc = rte_rdtsc();
 	sw->agg = c->agg ? c->agg : dp_agg_best();
 	sw->tx = c->tx;

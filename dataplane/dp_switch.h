@@ -55,6 +55,7 @@ struct dp_switch_conf {
 	const struct dp_agg_kernels *agg; /**< NULL: dp_agg_best() */
 	unsigned int high_share; /**< % of TX buffering reserved for high priority; 0: default */
 	bool unguarded;		 /**< the guards off (struct dp_parse_cfg): bench_pipeline only */
+	uint32_t idle_sleep_us;	 /**< an idle lcore sleeps up to this long (dp_lcore.c); 0: busy polling */
 };
 
 /** Switch modes (mode.set; a lease that runs out sets forward-only). */
@@ -74,6 +75,7 @@ struct dp_switch {
 	uint16_t n_ports;
 	unsigned int n_lcores;
 	uint64_t hz;
+	uint32_t idle_sleep_us; /**< the longest sleep of an idle lcore; 0: busy polling */
 	const struct dp_agg_kernels *agg;
 	struct rte_mempool *hdr_pool; /**< RESULT copies' headers, flood clones */
 	dp_tx_fn tx;

@@ -146,6 +146,8 @@ member_set(const struct dp_tables *t, struct dp_member *m, const struct dp_membe
 	memcpy(m->mac, c->mac, 6);
 	m->ip = c->ip;
 	m->port = rte_cpu_to_be_16(c->port);
+	m->port_h = c->port;
+	m->n_ports = c->ports ? c->ports : 1;
 	m->bound = c->sw_port >= 0 ? (uint32_t)c->sw_port + 1 : 0;
 	dp_frame_hdr(m->hdr, m->mac, t->agg.agg_mac, t->agg.agg_ip, m->ip, t->agg.udp_port,
 		     m->port);
@@ -208,6 +210,10 @@ members_usable(const struct dp_tables *t, const struct dp_session_conf *c, struc
 		if (memcmp(c->members[r].mac, t->agg.agg_mac, 6) == 0)
 			return refuse(why, EINVAL, "members[%u]: field 'mac' is the aggregator's MAC",
 				      r);
+		if (c->members[r].ports > 1 && c->slots % c->members[r].ports)
+			return refuse(why, EINVAL,
+				      "members[%u]: field 'ports' (%u) must divide 'slots' (%u)", r,
+				      c->members[r].ports, c->slots);
 	}
 	return 0;
 }

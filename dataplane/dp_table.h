@@ -46,6 +46,7 @@ struct dp_member_conf {
 	uint32_t ip;	 /**< network order */
 	uint16_t port;	 /**< UDP port, host order */
 	int16_t sw_port; /**< the switch port it sits behind; -1: pinned by its first DATA */
+	uint8_t ports;	 /**< UDP ports port..port+ports-1, one per flow (E7); 1..16 */
 };
 
 /** A session's settings (session.add). */
@@ -81,7 +82,10 @@ struct dp_err {
 struct dp_member {
 	uint8_t mac[6];
 	uint32_t ip;   /**< network order */
-	uint16_t port; /**< UDP port, network order */
+	uint16_t port; /**< UDP port, network order: its first flow's */
+	uint16_t port_h;  /**< the same, host order */
+	uint16_t n_ports; /**< flows (E7): DATA from port..port+n_ports-1; slot s's RESULT to
+			   * port + s mod n_ports */
 	/**
 	 * The switch port + 1 its DATA must arrive on, and its RESULTs leave by;
 	 * 0 until its first DATA pins it (one compare-and-swap by whichever

@@ -54,6 +54,7 @@ struct options {
 	uint32_t mtu;
 	uint32_t mbufs;
 	uint32_t high_share;
+	uint32_t idle_sleep_us;
 };
 
 static struct dp_switch *g_sw;
@@ -88,6 +89,9 @@ usage(FILE *f, const char *prog)
 		"  --mbufs N            packet mbufs (default %u; each holds %u bytes)\n"
 		"  --high-share PCT     share of TX buffering reserved for high-priority\n"
 		"                       sessions' RESULTs, which also leave first (default %u)\n"
+		"  --idle-sleep-us N    an lcore whose queues stay empty sleeps in steps of up\n"
+		"                       to N us, leaving the CPU to others (default %u);\n"
+		"                       0: busy polling, for dedicated cores\n"
 		"  --help               this text\n"
 		"\n"
 		"Example (veth testbed, no hugepages):\n"
@@ -98,7 +102,8 @@ usage(FILE *f, const char *prog)
 		"With several lcores, give af_packet devices qpairs=<number of lcores>.\n",
 		prog, CAIS_UDP_PORT, CAIS_CTL_PORT, DP_DEFAULT_SLOT_CAPACITY,
 		(unsigned long long)(DP_DEFAULT_SLOT_MEM >> 20), DP_L2_DEFAULT_AGE_S,
-		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, DP_DEFAULT_HIGH_SHARE, prog);
+		DP_DEFAULT_MTU, DP_MBUFS, DP_MBUF_DATA, DP_DEFAULT_HIGH_SHARE,
+		DP_DEFAULT_IDLE_SLEEP_US, prog);
 }
 
 /* ---- options ---- */
@@ -207,6 +212,7 @@ static const struct opt opts[] = {
     {"mtu", parse_u32, 68, 9600, offsetof(struct options, mtu)},
     {"mbufs", parse_u32, 1024, 1u << 22, offsetof(struct options, mbufs)},
     {"high-share", parse_u32, 1, DP_MAX_HIGH_SHARE, offsetof(struct options, high_share)},
+    {"idle-sleep-us", parse_u32, 0, DP_MAX_IDLE_SLEEP_US, offsetof(struct options, idle_sleep_us)},
     {"help", NULL, 0, 0, 0},
 };
 
@@ -216,6 +222,7 @@ options_default(struct options *o)
 	memset(o, 0, sizeof(*o));
 	o->udp_port = CAIS_UDP_PORT;
 	o->mtu = DP_DEFAULT_MTU;
+	o->idle_sleep_us = DP_DEFAULT_IDLE_SLEEP_US;
 	o->ctl.sin_family = AF_INET;
 	o->ctl.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	o->ctl.sin_port = htons(CAIS_CTL_PORT);
@@ -517,6 +524,7 @@ switch_create(const struct options *o, uint16_t n_ports, struct dp_switch_conf *
 	conf->mac_age_s = o->mac_age;
 	conf->mbufs = o->mbufs;
 	conf->high_share = o->high_share;
+	conf->idle_sleep_us = o->idle_sleep_us;
 	conf->socket = (int)rte_socket_id();
 	conf->name = "cais";
 	sw = dp_switch_create(conf);

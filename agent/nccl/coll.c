@@ -201,17 +201,17 @@ coll_listen(struct np_coll_ctx *ctx, int d, void *handle, void **listen_comm)
 		return ncclSystemError;
 	l->ctx = ctx;
 	l->agree.fd = -1;
-	rc = np_port_take(dev->addr, cf->port, &l->port);
+	rc = np_port_take(dev->addr, cf->port, cf->threads, &l->port);
 	if (rc) {
 		if (cf->port)
 			NP_WARN(
 			    "CAIS: CollNet listen: ports %u..%u of %s are all taken (%s): at most "
-			    "%u CollNet communicators at once per host",
-			    cf->port, cf->port + NP_MAX_COLL_COMMS - 1, dev->name,
-			    cais_strerror(rc), NP_MAX_COLL_COMMS);
+			    "%u CollNet communicators of %u port(s) at once per host",
+			    cf->port, cf->port + NP_MAX_COLL_COMMS * cf->threads - 1, dev->name,
+			    cais_strerror(rc), NP_MAX_COLL_COMMS, cf->threads);
 		else
-			NP_WARN("CAIS: CollNet listen: no free port on %s: %s", dev->name,
-				cais_strerror(rc));
+			NP_WARN("CAIS: CollNet listen: no %u free consecutive port(s) on %s: %s",
+				cf->threads, dev->name, cais_strerror(rc));
 		free(l);
 		return ncclSystemError;
 	}
@@ -229,7 +229,7 @@ coll_listen(struct np_coll_ctx *ctx, int d, void *handle, void **listen_comm)
 	h->ip = dev->addr.s_addr;
 	h->port = htons(l->port.port);
 	h->agree_port = l->agree.port;
-	h->slot = cf->port ? (uint16_t)(l->port.port - cf->port) : 0;
+	h->slot = cf->port ? (uint16_t)((l->port.port - cf->port) / cf->threads) : 0;
 	/* A switch keeps the seqs of its slots: a job that reuses a session of a
 	 * running switch must start past them, or its chunks count as stale.
 	 * Time does that without a shared counter, as long as earlier jobs used
@@ -293,6 +293,7 @@ fill_config(struct cais_config *cfg)
 	cfg->retries = cf->retries;
 	cfg->timeout_ms = cf->timeout_ms;
 	cfg->check_every = cf->check_every;
+	cfg->threads = cf->threads;
 }
 
 /* Static mode: ranks by address, session by slot. @return 0 or -errno */
@@ -495,7 +496,7 @@ coll_connect(void *handles[], int nranks, int rank, void *listen_comm, void **co
 		listen_release(l); /* the others fail too: rank 0 never hears from this one */
 		return ncclSystemError;
 	}
-	c->port.fd = -1;
+	np_port_init(&c->port);
 	local = connect_local(l, hs, nranks, rank, c, why, sizeof(why));
 	t1 = np_now_ms();
 	rc = local;

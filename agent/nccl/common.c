@@ -145,6 +145,15 @@ read_conf(void)
 	env_u32("CAIS_RETRIES", 1000, &conf.retries);
 	env_u32("CAIS_RETX_US", 10000000, &conf.retx_us);
 	env_u32("CAIS_CHECK_EVERY", UINT32_MAX, &conf.check_every);
+	conf.threads = 1;
+	env_u32("CAIS_THREADS", NP_MAX_THREADS, &conf.threads);
+	if (conf.threads == 0 || (conf.threads & (conf.threads - 1)) ||
+	    conf.slots % conf.threads) {
+		NP_WARN("CAIS: CAIS_THREADS=%u is not a power of two 1..%u dividing CAIS_SLOTS "
+			"(%u); using 1",
+			conf.threads, NP_MAX_THREADS, conf.slots);
+		conf.threads = 1;
+	}
 	if (getenv("CAIS_FIRST_SEQ")) {
 		conf.first_seq = 0;
 		env_u32("CAIS_FIRST_SEQ", UINT32_MAX, &conf.first_seq);

@@ -47,7 +47,9 @@
  * CAIS_PORT .. CAIS_PORT + 15, sessions CAIS_SESSION .. + 15. */
 #define NP_MAX_COLL_COMMS 16u
 /** Data ports one process holds at once (static slots and managed ports). */
-#define NP_MAX_PORTS	  64u
+#define NP_MAX_PORTS	  256u
+/** libcais flows (and so data ports) per communicator at most: CAIS_THREADS. */
+#define NP_MAX_THREADS	  16u
 /** What a CollNet connect's agreement allows beyond the slowest rank's own
  * bound (libcais's timeout): the ranks do not enter connect at one instant. */
 #define NP_AGREE_SLACK_MS 5000u
@@ -78,6 +80,9 @@ struct np_conf {
 	uint16_t elems; /**< CAIS_ELEMS; default from the interface's MTU */
 	double scale;	/**< CAIS_SCALE */
 	uint16_t port;	/**< CAIS_PORT; 0: any free port (managed mode's default) */
+	uint32_t threads; /**< CAIS_THREADS: libcais flows (data ports) per communicator, a
+			   * power of two 1..16 dividing CAIS_SLOTS, default 1; static
+			   * mode's switch must list "ports" to match */
 	bool have_first_seq;
 	uint32_t first_seq;   /**< CAIS_FIRST_SEQ */
 	uint64_t threshold;   /**< CAIS_THRESHOLD: the tuner's offload threshold (bytes) */
@@ -105,22 +110,30 @@ void np_props(ncclNetProperties_v11_t *p, bool coll);
 /** CLOCK_MONOTONIC in ms. */
 uint64_t np_now_ms(void);
 
-/** A data port held for a CollNet communicator (port.c). */
+/**
+ * The data ports held for a CollNet communicator (port.c): n consecutive
+ * ports, one per libcais flow (CAIS_THREADS; docs/PROTOCOL.md E6), the first
+ * also the TCP port of libcais's ring.
+ */
 struct np_port {
-	uint16_t port; /**< host order; 0: none */
-	int fd;	       /**< the hold socket until libcais binds the port; -1 after */
+	uint16_t port;		   /**< the first, host order; 0: none */
+	unsigned int n;		   /**< how many */
+	int fd[NP_MAX_THREADS];	   /**< the hold sockets until libcais binds; -1 after */
 };
 
 /**
- * Take a port on addr free for UDP and TCP, not held by another communicator
- * of this process: the first of base .. base + NP_MAX_COLL_COMMS - 1, or any
- * (base 0), and hold it.
+ * Take n consecutive ports on addr free for UDP and TCP, none held by
+ * another communicator of this process, and hold them: the k-th block
+ * base + k x n for the first free k < NP_MAX_COLL_COMMS, or any block
+ * (base 0).
  * @return 0; -EADDRINUSE (none free); another error of socket() or bind()
  */
-int np_port_take(struct in_addr addr, uint16_t base, struct np_port *p);
-/** Let libcais bind the port: close the hold socket (the port stays taken). */
+int np_port_take(struct in_addr addr, uint16_t base, unsigned int n, struct np_port *p);
+/** An empty p: no port, no hold socket. */
+void np_port_init(struct np_port *p);
+/** Let libcais bind the ports: close the hold sockets (the ports stay taken). */
 void np_port_hand_over(struct np_port *p);
-/** Free the port (also when never handed over). */
+/** Free the ports (also when never handed over). */
 void np_port_give_back(struct np_port *p);
 
 /** A rank's agreement listener (agree.c), from CollNet listen() to the end of connect(). */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Data ports of CollNet communicators. listen() takes one and holds it with
- * a bound UDP socket until connect() hands it to libcais, so that a second
+ * Data ports of CollNet communicators. listen() takes a block of them, one
+ * per libcais flow (CAIS_THREADS), and holds each with a bound UDP socket
+ * until connect() hands them to libcais, so that a second
  * communicator (PyTorch subgroups, ncclCommSplit), in this process or in
  * another on the host, takes another. The hold socket does not set
  * SO_REUSEADDR: its bind fails while any socket has the port, and while it
@@ -79,52 +80,106 @@ hold(struct in_addr addr, uint16_t *port)
 	return u;
 }
 
+/* Drop ports[0..n) from the process's list. Caller holds the lock. */
+static void
+forget(uint16_t first, unsigned int n)
+{
+	for (unsigned int i = 0; i < NP_MAX_PORTS; i++)
+		if (taken[i] && (unsigned int)(taken[i] - first) < n)
+			taken[i] = 0;
+}
+
+/* Close the hold sockets of p. */
+static void
+release_holds(struct np_port *p)
+{
+	for (unsigned int i = 0; i < NP_MAX_THREADS; i++) {
+		if (p->fd[i] >= 0)
+			close(p->fd[i]);
+		p->fd[i] = -1;
+	}
+}
+
+/*
+ * Hold the n ports from first (0: an ephemeral first port, then the n - 1
+ * after it) and put them in the process's list. Caller holds the lock.
+ * @return 0 or -errno; on failure nothing is held
+ */
+static int
+take_block(struct in_addr addr, uint16_t first, unsigned int n, struct np_port *p)
+{
+	int rc = 0;
+
+	for (unsigned int i = 0; i < n && rc == 0; i++) {
+		uint16_t port = first ? (uint16_t)(first + i) : 0;
+
+		if ((first && (uint32_t)first + i > 65535) || (port && is_taken(port))) {
+			rc = -EADDRINUSE;
+			break;
+		}
+		rc = hold(addr, &port);
+		if (rc < 0)
+			break;
+		p->fd[i] = rc;
+		rc = 0;
+		if (i == 0)
+			first = port;
+		if (is_taken(port)) /* an ephemeral one that is ours */
+			rc = -EADDRINUSE;
+	}
+	for (unsigned int i = 0; i < n && rc == 0; i++)
+		if (remember((uint16_t)(first + i)) != 0) {
+			forget(first, i);
+			rc = -ENOSPC;
+		}
+	if (rc) {
+		release_holds(p);
+		return rc;
+	}
+	p->port = first;
+	p->n = n;
+	return 0;
+}
+
+void
+np_port_init(struct np_port *p)
+{
+	p->port = 0;
+	p->n = 0;
+	for (unsigned int i = 0; i < NP_MAX_THREADS; i++)
+		p->fd[i] = -1;
+}
+
 int
-np_port_take(struct in_addr addr, uint16_t base, struct np_port *p)
+np_port_take(struct in_addr addr, uint16_t base, unsigned int n, struct np_port *p)
 {
 	int rc = -EADDRINUSE;
 
-	p->port = 0;
-	p->fd = -1;
+	np_port_init(p);
+	if (n == 0 || n > NP_MAX_THREADS)
+		return -EINVAL;
 	pthread_mutex_lock(&lock);
-	for (unsigned int i = 0; i < (base ? NP_MAX_COLL_COMMS : 20u) && p->fd < 0; i++) {
-		uint16_t port = base ? (uint16_t)(base + i) : 0;
-
-		if ((base && (uint32_t)base + i > 65535) || (port && is_taken(port)))
-			continue;
-		rc = hold(addr, &port);
-		if (rc < 0)
-			continue;
-		if (is_taken(port) || remember(port) != 0) { /* an ephemeral one that is ours */
-			close(rc);
-			rc = -EADDRINUSE;
-			continue;
-		}
-		p->fd = rc;
-		p->port = port;
-	}
+	for (unsigned int k = 0; k < (base ? NP_MAX_COLL_COMMS : 20u) && !p->port; k++)
+		rc = take_block(addr, base ? (uint16_t)(base + k * n) : 0, n, p);
 	pthread_mutex_unlock(&lock);
-	return p->fd >= 0 ? 0 : rc;
+	return p->port ? 0 : rc;
 }
 
 void
 np_port_hand_over(struct np_port *p)
 {
-	if (p->fd >= 0)
-		close(p->fd);
-	p->fd = -1;
+	release_holds(p);
 }
 
 void
 np_port_give_back(struct np_port *p)
 {
-	np_port_hand_over(p);
+	release_holds(p);
 	if (!p->port)
 		return;
 	pthread_mutex_lock(&lock);
-	for (unsigned int i = 0; i < NP_MAX_PORTS; i++)
-		if (taken[i] == p->port)
-			taken[i] = 0;
+	forget(p->port, p->n);
 	pthread_mutex_unlock(&lock);
 	p->port = 0;
+	p->n = 0;
 }

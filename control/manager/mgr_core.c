@@ -163,8 +163,9 @@ session_args(struct mgr *m, const struct mgr_job *j)
 	}
 	for (unsigned int i = 0; i < n; i++)
 		json_array_append_new(members,
-				      json_pack("{s:i, s:s, s:s, s:i}", "rank", mb[i].rank, "mac",
-						mb[i].mac, "ip", mb[i].ip, "port", mb[i].port));
+				      json_pack("{s:i, s:s, s:s, s:i, s:i}", "rank", mb[i].rank, "mac",
+						mb[i].mac, "ip", mb[i].ip, "port", mb[i].port, "ports",
+						mb[i].ports));
 	return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o}", "tenant", j->tenant, "session",
 			 j->session, "n", j->world, "slots", (int)j->slots, "elems_per_packet",
 			 j->elems, "priority", j->priority, "members", members);
@@ -548,10 +549,12 @@ status_result(struct mgr *m, const struct mgr_job *j, json_t *res, struct ctl_er
 	json_object_set_new(res, "offload", json_boolean(j->offload));
 	if (!j->offload)
 		json_object_set_new(res, "reason", json_string(j->reason));
+	json_object_set_new(res, "lcores", json_integer(mgr_switch_lcores(m)));
 	members = json_array();
 	for (unsigned int i = 0; i < n; i++)
-		json_array_append_new(members, json_pack("{s:i, s:s, s:i}", "rank", mb[i].rank,
-							 "ip", mb[i].ip, "port", mb[i].port));
+		json_array_append_new(members, json_pack("{s:i, s:s, s:i, s:i}", "rank", mb[i].rank,
+							 "ip", mb[i].ip, "port", mb[i].port,
+							 "ports", mb[i].ports));
 	json_object_set_new(res, "members", members);
 	return 0;
 }
@@ -559,9 +562,9 @@ status_result(struct mgr *m, const struct mgr_job *j, json_t *res, struct ctl_er
 static int
 cmd_job_join(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 {
-	static const char *const fields[] = {"job", "rank", "mac", "ip", "port", NULL};
+	static const char *const fields[] = {"job", "rank", "mac", "ip", "port", "ports", NULL};
 	struct mgr_member mb[CAIS_MAX_WORLD];
-	uint64_t rank = 0, port = 0;
+	uint64_t rank = 0, port = 0, ports = 1;
 	const char *name, *mac, *ip;
 	struct mgr_member me = {0};
 	struct mgr_job j;
@@ -573,8 +576,13 @@ cmd_job_join(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err
 	    (rc = ctl_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
 	    (rc = ctl_get_string(args, "mac", &mac, err)) ||
 	    (rc = ctl_get_string(args, "ip", &ip, err)) ||
-	    (rc = ctl_get_uint(args, "port", 1, UINT16_MAX, true, &port, err)))
+	    (rc = ctl_get_uint(args, "port", 1, UINT16_MAX, true, &port, err)) ||
+	    (rc = ctl_get_uint(args, "ports", 1, CTL_MAX_MEMBER_PORTS, false, &ports, err)))
 		return rc;
+	if ((ports & (ports - 1)) || port + ports - 1 > UINT16_MAX)
+		return ctl_fail(err, EINVAL,
+				"field 'ports' must be a power of two, and port + ports - 1 a UDP "
+				"port");
 	if (mgr_parse_mac(mac, me.mac))
 		return ctl_fail(err, EINVAL,
 				"field 'mac' is not a unicast MAC (aa:bb:cc:dd:ee:ff, not all-zero)");
@@ -584,20 +592,25 @@ cmd_job_join(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err
 				"224.0.0.0/4 and 240.0.0.0/4 are not)");
 	me.rank = (uint16_t)rank;
 	me.port = (uint16_t)port;
+	me.ports = (uint8_t)ports;
 	if ((rc = load_job(m, name, false, &j, err)) || (rc = check_rank(&j, rank, err)))
 		return rc;
+	if (j.slots % me.ports)
+		return ctl_fail(err, EINVAL, "field 'ports' (%u) must divide the job's slots (%u)",
+				me.ports, j.slots);
 	if (mgr_store_members(m->store, name, mb, CAIS_MAX_WORLD, &n))
 		return store_fail(m, err);
 	for (unsigned int i = 0; i < n; i++) {
 		if (mb[i].rank == rank) {
 			if (strcmp(mb[i].mac, me.mac) || strcmp(mb[i].ip, me.ip) ||
-			    mb[i].port != me.port)
+			    mb[i].port != me.port || mb[i].ports != me.ports)
 				return ctl_fail(err, EEXIST,
 						"rank %u of job '%.64s' has joined from %s %s:%u",
 						mb[i].rank, name, mb[i].mac, mb[i].ip, mb[i].port);
 			goto joined; /* the same join again (a lost reply) */
 		}
-		if (strcmp(mb[i].ip, me.ip) == 0 && mb[i].port == me.port)
+		if (strcmp(mb[i].ip, me.ip) == 0 && mb[i].port < me.port + me.ports &&
+		    me.port < mb[i].port + mb[i].ports)
 			return ctl_fail(err, EEXIST, "rank %u of job '%.64s' has %s:%u already",
 					mb[i].rank, name, me.ip, me.port);
 	}

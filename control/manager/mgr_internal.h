@@ -80,6 +80,12 @@ bool mgr_admit(struct mgr *m, uint32_t slots, char *reason, size_t cap);
 void mgr_switch_status(struct mgr *m, json_t *result);
 
 /**
+ * The switch's data lcores, from its last stats.get (docs/PROTOCOL.md E7:
+ * its slots s belong to lcore s mod lcores); 1 before any answer.
+ */
+unsigned int mgr_switch_lcores(struct mgr *m);
+
+/**
  * Lease and poll when due: mgr_tick()'s part that needs no store.
  * @param next_ms set to when the next lease or poll is due
  */

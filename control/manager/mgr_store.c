@@ -11,8 +11,8 @@
 
 /* "CA15" + 1: PRAGMA application_id of a store of this manager. */
 #define STORE_APP_ID 0x43413135
-/* 2: tensors.wire (BLOCK16); a store of schema 1 is upgraded when opened */
-#define STORE_SCHEMA 2
+/* 2: tensors.wire (BLOCK16); 3: members.ports (flows); older stores are upgraded when opened */
+#define STORE_SCHEMA 3
 
 struct mgr_store {
 	sqlite3 *db;
@@ -33,7 +33,8 @@ static const char schema[] =
     " pending_del INTEGER NOT NULL, lim INTEGER NOT NULL, last_step INTEGER NOT NULL,"
     " created_ms INTEGER NOT NULL, ended_ms INTEGER);"
     "CREATE TABLE members(job TEXT NOT NULL, rank INTEGER NOT NULL, mac TEXT NOT NULL,"
-    " ip TEXT NOT NULL, port INTEGER NOT NULL, PRIMARY KEY(job, rank));"
+    " ip TEXT NOT NULL, port INTEGER NOT NULL, ports INTEGER NOT NULL DEFAULT 1,"
+    " PRIMARY KEY(job, rank));"
     "CREATE TABLE tensors(job TEXT NOT NULL, tensor INTEGER NOT NULL, op INTEGER NOT NULL,"
     " installed INTEGER NOT NULL, scale REAL NOT NULL, wire INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY(job, tensor));"
@@ -171,16 +172,19 @@ mgr_store_open(const char *path, struct mgr_store **out, struct ctl_err *err)
 			goto fail;
 		}
 		mgr_log(MGR_LOG_INFO, "store %s created", path);
-	} else if (app == STORE_APP_ID && version == 1) {
-		/* every tensor of a schema 1 store was FIXED32 */
+	} else if (app == STORE_APP_ID && (version == 1 || version == 2)) {
+		/* every tensor of a schema 1 store was FIXED32, every member of a
+		 * schema 1 or 2 store one flow */
 		if (exec_plain(st, "BEGIN IMMEDIATE") ||
-		    exec_plain(st, "ALTER TABLE tensors ADD COLUMN wire INTEGER NOT NULL DEFAULT 0;"
-				   "PRAGMA user_version=2;") ||
+		    (version == 1 &&
+		     exec_plain(st, "ALTER TABLE tensors ADD COLUMN wire INTEGER NOT NULL DEFAULT 0;")) ||
+		    exec_plain(st, "ALTER TABLE members ADD COLUMN ports INTEGER NOT NULL DEFAULT 1;"
+				   "PRAGMA user_version=3;") ||
 		    exec_plain(st, "COMMIT")) {
-			rc = ctl_fail(err, EIO, "--db %s: cannot upgrade the store to schema 2", path);
+			rc = ctl_fail(err, EIO, "--db %s: cannot upgrade the store to schema 3", path);
 			goto fail;
 		}
-		mgr_log(MGR_LOG_INFO, "store %s upgraded to schema 2", path);
+		mgr_log(MGR_LOG_INFO, "store %s upgraded from schema %d to 3", path, (int)version);
 	} else if (app != STORE_APP_ID || version != STORE_SCHEMA) {
 		rc = ctl_fail(err, EINVAL, "--db %s is not a cais-manager store (schema %d)", path,
 			      STORE_SCHEMA);
@@ -458,7 +462,8 @@ mgr_store_members(struct mgr_store *st, const char *job, struct mgr_member *m, u
 
 	*n = 0;
 	if ((rc =
-		 prep(st, &s, "SELECT rank, mac, ip, port FROM members WHERE job = ? ORDER BY rank",
+		 prep(st, &s,
+		      "SELECT rank, mac, ip, port, ports FROM members WHERE job = ? ORDER BY rank",
 		      "t", job)))
 		return rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < cap) {
@@ -468,6 +473,7 @@ mgr_store_members(struct mgr_store *st, const char *job, struct mgr_member *m, u
 		copy_text(x->mac, sizeof(x->mac), s, 1);
 		copy_text(x->ip, sizeof(x->ip), s, 2);
 		x->port = (uint16_t)sqlite3_column_int(s, 3);
+		x->ports = (uint8_t)sqlite3_column_int(s, 4);
 	}
 	sqlite3_finalize(s);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_fail(st, "members");
@@ -476,8 +482,10 @@ mgr_store_members(struct mgr_store *st, const char *job, struct mgr_member *m, u
 int
 mgr_store_member_put(struct mgr_store *st, const char *job, const struct mgr_member *m)
 {
-	return EXEC(st, "INSERT INTO members(job, rank, mac, ip, port) VALUES(?, ?, ?, ?, ?)",
-		    "titti", job, (int64_t)m->rank, m->mac, m->ip, (int64_t)m->port);
+	return EXEC(st,
+		    "INSERT INTO members(job, rank, mac, ip, port, ports) VALUES(?, ?, ?, ?, ?, ?)",
+		    "tittii", job, (int64_t)m->rank, m->mac, m->ip, (int64_t)m->port,
+		    (int64_t)(m->ports ? m->ports : 1));
 }
 
 int

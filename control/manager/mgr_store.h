@@ -52,6 +52,7 @@ struct mgr_member {
 	char mac[18];
 	char ip[16];
 	uint16_t port;
+	uint8_t ports; /**< its flows' UDP ports port..port+ports-1 (docs/PROTOCOL.md E7) */
 };
 
 struct mgr_tensor {

@@ -281,3 +281,15 @@ mgr_switch_status(struct mgr *m, json_t *res)
 	pthread_mutex_unlock(&m->st_lock);
 	json_object_set_new(res, "lease", lease);
 }
+
+unsigned int
+mgr_switch_lcores(struct mgr *m)
+{
+	json_int_t l = 0;
+
+	pthread_mutex_lock(&m->st_lock);
+	if (m->sw.stats)
+		l = json_integer_value(json_object_get(m->sw.stats, "lcores"));
+	pthread_mutex_unlock(&m->st_lock);
+	return l > 0 ? (unsigned int)l : 1;
+}

@@ -134,9 +134,12 @@ struct cais_config {
 	unsigned int threads;	   /**< flows: worker threads, each with its own UDP socket on
 				    * port peers[rank] + i (i < threads), carrying the chunks
 				    * whose seq is i modulo threads; a power of two, at most 16
-				    * and at most slots; 0: one per CPU this process may run
-				    * on (rounded down to a power of two). The switch's member
-				    * entry must cover the same ports (docs/PROTOCOL.md E6) */
+				    * and at most slots. The switch's member entry must cover
+				    * the same ports (docs/PROTOCOL.md E7). 0 (the default):
+				    * a communicator that joins through cais-manager takes one
+				    * per CPU this process may run on (rounded down to a power
+				    * of two) and registers them; a static one takes one, as
+				    * its switch entry is the operator's */
 	size_t threshold;	  /**< offload threshold in bytes */
 	uint32_t retx_timeout_us; /**< retransmission timer */
 	uint32_t retries;     /**< retransmissions before the switch counts as silent, 0..1000 */
@@ -172,6 +175,7 @@ struct cais_metrics {
 	uint64_t chunks_sent;		  /**< DATA first transmissions */
 	uint64_t retransmissions;	  /**< DATA retransmissions */
 	uint64_t results_ignored;	  /**< RESULTs not in flight (duplicate, stale) */
+	uint64_t acks;			  /**< ACKs: the DATA was in, the round waited (E6) */
 	uint64_t send_errors;		  /**< DATA the socket refused (a firewall, the MTU) */
 	uint64_t peer_chunks;		  /**< chunk results fetched from peers */
 	uint64_t peer_chunks_served;	  /**< chunk results served to peers */

@@ -88,7 +88,8 @@ typedef uint32_t cais_be32_t;
 #define CAIS_TYPES(X)                                                                              \
 	X(DATA, 1, "data")                                                                         \
 	X(RESULT, 2, "result")                                                                     \
-	X(REJECT, 3, "reject")
+	X(REJECT, 3, "reject")                                                                     \
+	X(ACK, 4, "ack")
 
 /** Header flags: X(name, bit value, text). */
 #define CAIS_FLAGS(X)                                                                              \
@@ -152,7 +153,7 @@ typedef uint32_t cais_be32_t;
 	X(SHORT, "shorter than the 24-byte header")                                                \
 	X(BAD_MAGIC, "magic is not 0xCA15")                                                        \
 	X(BAD_VERSION, "version is not 1")                                                         \
-	X(BAD_TYPE, "type is not DATA, RESULT or REJECT")                                          \
+	X(BAD_TYPE, "type is not DATA, RESULT, REJECT or ACK")                                     \
 	X(BAD_FLAGS, "reserved flag bits set")
 
 #define CAIS_X_ENUM(name, val, text) CAIS_TYPE_##name = val,
@@ -396,7 +397,7 @@ cais_hdr_check(const void *buf, size_t len)
 	if ((h->ver_type >> 4) != CAIS_VERSION)
 		return CAIS_HDR_BAD_VERSION;
 	type = cais_hdr_type(h);
-	if (type < CAIS_TYPE_DATA || type > CAIS_TYPE_REJECT)
+	if (type < CAIS_TYPE_DATA || type > CAIS_TYPE_ACK)
 		return CAIS_HDR_BAD_TYPE;
 	if (h->flags & ~CAIS_FLAGS_ALL)
 		return CAIS_HDR_BAD_FLAGS;

@@ -245,7 +245,8 @@ model_session_add(const json_t *a)
 {
 	static const char *const names[] = {"tenant",		"session",  "n",       "slots",
 					    "elems_per_packet", "priority", "members", NULL};
-	static const char *const mnames[] = {"rank", "mac", "ip", "port", "switch_port", NULL};
+	static const char *const mnames[] = {"rank",	    "mac",   "ip", "port",
+					     "switch_port", "ports", NULL};
 	long long tenant = 0, session = 0, n = 0, slots = 0, elems = 0, prio = 0;
 	int rn;
 	const json_t *members;
@@ -278,7 +279,7 @@ model_session_add(const json_t *a)
 	M.s.priority = (uint8_t)prio;
 	for (size_t i = 0; i < (size_t)n; i++) {
 		const json_t *m = json_array_get(members, i);
-		long long rank = -1, port = 0, sw_port = -1;
+		long long rank = -1, port = 0, sw_port = -1, ports = 1;
 		const char *mac, *ip;
 		struct ctl_member mb = {0};
 		int nbad = M.nbad;
@@ -293,6 +294,10 @@ model_session_add(const json_t *a)
 		ip = str_field(m, "ip");
 		int_field(m, "port", 1, 65535, true, &port);
 		int_field(m, "switch_port", 0, 32767, false, &sw_port);
+		/* E7: 1..16 flows, a power of two, within the UDP ports */
+		if (int_field(m, "ports", 1, 16, false, &ports) == 1 &&
+		    ((ports & (ports - 1)) || (port && port + ports - 1 > 65535)))
+			flag("ports");
 		/* unicast, not all-zero (docs/PROTOCOL.md E5) */
 		if (mac && (!mac_ok(mac, mb.mac) || (mb.mac[0] & 1) ||
 			    !(mb.mac[0] | mb.mac[1] | mb.mac[2] | mb.mac[3] | mb.mac[4] | mb.mac[5])))
@@ -314,13 +319,15 @@ model_session_add(const json_t *a)
 			continue;
 		mb.port = (uint16_t)port;
 		mb.switch_port = (int16_t)sw_port;
+		mb.ports = (uint8_t)ports;
 		M.s.members[rank] = mb;
 	}
 	/* two ranks at one address: the message names both fields */
 	for (unsigned int x = 0; M.valid && x < M.s.n; x++)
 		for (unsigned int y = x + 1; y < M.s.n; y++)
 			if (M.s.members[x].ip == M.s.members[y].ip &&
-			    M.s.members[x].port == M.s.members[y].port) {
+			    M.s.members[x].port < M.s.members[y].port + M.s.members[y].ports &&
+			    M.s.members[y].port < M.s.members[x].port + M.s.members[x].ports) {
 				flag("ip");
 				flag("port");
 				return;
@@ -553,7 +560,8 @@ f_session_add(void *ctx, const struct ctl_session *s, struct ctl_err *err)
 			CHECK(memcmp(s->members[r].mac, M.s.members[r].mac, 6) == 0 &&
 				  s->members[r].ip == M.s.members[r].ip &&
 				  s->members[r].port == M.s.members[r].port &&
-				  s->members[r].switch_port == M.s.members[r].switch_port,
+				  s->members[r].switch_port == M.s.members[r].switch_port &&
+				  s->members[r].ports == M.s.members[r].ports,
 			      "member of rank %u differs from the model", r);
 	}
 	return op_done(C_SADD, err);

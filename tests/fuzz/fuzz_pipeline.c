@@ -296,6 +296,13 @@ check_generated(const uint8_t *f, uint32_t len)
 	if (cais_hdr_check(f + CAIS_FRAME_HDR_OFF, len - CAIS_FRAME_HDR_OFF) != CAIS_HDR_OK)
 		return "CAIS header check";
 	cais_hdr_read((const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &h);
+	if (h.type == CAIS_TYPE_ACK) {
+		if (len != CAIS_FRAME_OVERHEAD || h.count != 0 || h.reason != 0)
+			return "ACK with a payload, a count or a reason";
+		if (h.flags & ~CAIS_F_CONGESTED)
+			return "ACK flags";
+		return NULL;
+	}
 	if (h.rank != CAIS_RANK_NONE)
 		return "rank is not 0xFF";
 	if (h.type == CAIS_TYPE_REJECT) {
@@ -342,7 +349,7 @@ check_generated(const uint8_t *f, uint32_t len)
 #define MAX_EXPECT  (FZ_MAX_FRAMES * FZ_A_N + 8)
 #define DP_RL_BURST 50u /* REJECTs a fresh sender gets before the limiter says no */
 
-enum expect_kind { X_L2, X_ARP, X_REJECT, X_RESULT };
+enum expect_kind { X_L2, X_ARP, X_REJECT, X_RESULT, X_ACK };
 
 struct expect {
 	uint8_t kind;
@@ -560,7 +567,9 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 	} else if (sl->seen & (1u << h->rank)) {
 		if (sl->state == 2)
 			model_results(s, sl, h, frame, h->rank, in_port); /* lost RESULT */
-		return;							  /* else duplicate */
+		else if (h->flags & CAIS_F_RETX)
+			expect_new(X_ACK, frame, in_port); /* in, waiting for others (E6) */
+		return;					   /* else a duplicate */
 	} else {
 		for (unsigned int i = 0; i < h->count; i++) {
 			int64_t v = model_elem(payload, h, i, &sat);
@@ -736,6 +745,21 @@ match_reject(const struct expect *x, const uint8_t *f, const struct cais_fields 
 	       df.seq == h->seq && df.slot == h->slot && df.set == h->set && df.dtype == h->dtype;
 }
 
+/* An ACK echoes the DATA's ids, seq, slot, rank and dtype, back to its sender. */
+static bool
+match_ack(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
+{
+	const uint8_t *d = frames[x->frame].data, *ip = f + 14, *dip = d + 14;
+	struct cais_fields df;
+
+	cais_hdr_read((const struct cais_hdr *)(d + CAIS_FRAME_HDR_OFF), &df);
+	return h->type == CAIS_TYPE_ACK && memcmp(f, d + 6, 6) == 0 &&
+	       memcmp(ip + 16, dip + 12, 4) == 0 && memcmp(ip + 20 + 2, dip + 20, 2) == 0 &&
+	       df.tenant == h->tenant && df.session == h->session && df.tensor == h->tensor &&
+	       df.seq == h->seq && df.slot == h->slot && df.set == h->set && df.dtype == h->dtype &&
+	       df.rank == h->rank;
+}
+
 static bool
 match_result(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
 {
@@ -809,6 +833,8 @@ match_output(const uint8_t *f, uint32_t len, uint16_t port)
 				ok = rd16(f + 12) == 0x0800 && match_reject(x, f, &h);
 			else if (x->kind == X_RESULT)
 				ok = rd16(f + 12) == 0x0800 && match_result(x, f, &h);
+			else if (x->kind == X_ACK)
+				ok = rd16(f + 12) == 0x0800 && match_ack(x, f, &h);
 			else
 				ok = false;
 			if (ok) {
@@ -833,14 +859,15 @@ check_complete(void)
 
 		if (x->matched)
 			continue;
-		if (x->kind == X_REJECT) {
-			/* rate limited: optional once the sender has had its burst */
+		if (x->kind == X_REJECT || x->kind == X_ACK) {
+			/* rate limited: optional once the sender has had its burst (REJECTs
+			 * and ACKs have budgets of their own) */
 			const uint8_t *d = frames[x->frame].data;
 
 			for (unsigned int j = 0; j < n_expects; j++) {
 				const uint8_t *e = frames[expects[j].frame].data;
 
-				same += expects[j].kind == X_REJECT &&
+				same += expects[j].kind == x->kind &&
 					memcmp(d + 14 + 12, e + 14 + 12, 4) == 0 &&
 					memcmp(d + 34, e + 34, 2) == 0;
 			}
@@ -1002,6 +1029,7 @@ reset(void)
 		struct dp_lcore *lc = &sw->lcores[i];
 
 		memset(lc->rl, 0, sizeof(lc->rl));
+		memset(lc->rl_ack, 0, sizeof(lc->rl_ack));
 		memset(&lc->c, 0, sizeof(lc->c));
 		memset(lc->port, 0, sizeof(lc->port));
 	}
@@ -1197,16 +1225,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	run_burst(burst, &nb);
 	if (verbose) {
-		unsigned int kinds[4] = {0}, matched = 0;
+		unsigned int kinds[5] = {0}, matched = 0;
 
 		for (unsigned int i = 0; i < n_expects; i++) {
 			kinds[expects[i].kind]++;
 			matched += expects[i].matched;
 		}
 		fprintf(stderr,
-			"input: %u frames; expected %u L2, %u ARP, %u REJECT, %u RESULT; %u sent\n",
+			"input: %u frames; expected %u L2, %u ARP, %u REJECT, %u RESULT, %u ACK; %u "
+			"sent\n",
 			n_frames, kinds[X_L2], kinds[X_ARP], kinds[X_REJECT], kinds[X_RESULT],
-			matched);
+			kinds[X_ACK], matched);
 	}
 	check_complete();
 	if (n_deferred)

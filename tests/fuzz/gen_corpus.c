@@ -522,6 +522,21 @@ seeds_other(void)
 	rec(&in, FZ_CTL_END_BURST | FZ_CTL_PORT_HI, b, len); /* flooded to ports 0 and 1 */
 	save(&in, "ports");
 
+	/* ACKs (docs/PROTOCOL.md E6): retransmissions into an open round, one
+	 * sender past its ACK budget, a network duplicate (no RETX), the round's end */
+	in.len = 0;
+	for (unsigned int r = 0; r + 1 < FZ_A_N; r++)
+		data_a(&in, FZ_CTL_END_BURST, 1, 9, r, 4, 5);
+	for (unsigned int k = 0; k < 56; k++) { /* FZ_MAX_FRAMES is 64 in all */
+		f = fields_a(1, 9, 0, 4);
+		f.flags = CAIS_F_RETX;
+		data_raw(&in, k % 8 == 7 ? FZ_CTL_END_BURST : 0, &member[0], &f, 4);
+	}
+	f = fields_a(1, 9, 1, 4);
+	data_raw(&in, FZ_CTL_END_BURST | FZ_CTL_PORT, &member[1], &f, 4);
+	data_a(&in, FZ_CTL_END_BURST, 1, 9, FZ_A_N - 1, 4, 5);
+	save(&in, "acks");
+
 	/* forgeries (docs/PROTOCOL.md E5): rank 0's address from a stranger's MAC, then
 	 * from its own MAC behind another port once it is bound; ARP that claims the
 	 * aggregator's address; a RESULT from the aggregator's address; a frame from

@@ -684,7 +684,7 @@ static unsigned int g_data_used, g_garbage_used;
 
 struct counters {
 	uint64_t data_sent, data_lost, data_dup, garbage_sent, retx;
-	uint64_t results_dropped, results_ignored, rejects_ignored, foreign;
+	uint64_t results_dropped, results_ignored, rejects_ignored, foreign, acks;
 	uint64_t elements_checked, errors, send_errors;
 };
 static struct counters g_c;
@@ -1011,6 +1011,23 @@ run_stream(void)
 				}
 				continue;
 			}
+			if (type == CAIS_TYPE_ACK) {
+				/*
+				 * PROTOCOL.md E6: our retransmission was already counted.
+				 * It must name us and our tensor; the round stays open
+				 * until its RESULT, so the timer keeps running.
+				 */
+				if (h->rank != o.rank || ntohs(h->tenant) != o.tenant ||
+				    ntohs(h->session) != o.session || ntohl(h->tensor) != o.tensor ||
+				    len != CAIS_HDR_LEN) {
+					g_c.errors++;
+					fprintf(stderr, PROG ": rank %d: ACK not for us: %s\n",
+						o.rank, hdr_text(p, len, t, sizeof(t)));
+				} else {
+					g_c.acks++;
+				}
+				continue;
+			}
 			if (type != CAIS_TYPE_RESULT) {
 				g_c.errors++;
 				fprintf(stderr, PROG ": rank %d: unexpected %s\n", o.rank,
@@ -1090,11 +1107,11 @@ run_stream(void)
 	       " RESULTs dropped on purpose, %" PRIu64
 	       " duplicate/stale RESULTs ignored, %.3f s (seq %" PRIu32 "..%" PRIu32
 	       ", srtt %.0f us, DATA lost %" PRIu64 ", duplicated %" PRIu64 ", garbage %" PRIu64
-	       ", REJECTs ignored %" PRIu64 ")\n",
+	       ", REJECTs ignored %" PRIu64 ", ACKs %" PRIu64 ")\n",
 	       o.rank, g_c.errors ? "FAILED" : "ok", op_names[o.op], K, g_c.elements_checked,
 	       g_c.errors, g_c.retx, g_c.results_dropped, g_c.results_ignored,
 	       (double)elapsed / 1e9, Q, Q + K - 1, (double)g_srtt / 1e3, g_c.data_lost,
-	       g_c.data_dup, g_c.garbage_sent, g_c.rejects_ignored);
+	       g_c.data_dup, g_c.garbage_sent, g_c.rejects_ignored, g_c.acks);
 	fflush(stdout);
 	return g_c.errors ? 1 : 0;
 }

@@ -618,8 +618,23 @@ test_contexts(void **state)
 	assert_int_equal(net->finalize(n2), ncclSuccess);
 }
 
-/* Every CollNet listen holds a data port of its own: the k-th open at once
- * gets CAIS_PORT + k (static mode's session + k); a closed one's is free again. */
+/* Is UDP port p on loopback free? */
+static bool
+udp_free(unsigned int p)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)p)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+	close(fd);
+	return ok;
+}
+
+/* Every CollNet listen holds data ports of its own, T = CAIS_THREADS of them
+ * (meson runs this test with 1 and 4): the k-th open at once gets CAIS_PORT
+ * + k x T .. + T - 1 (static mode's session + k); a closed one's are free again. */
 static void
 test_ports(void **state)
 {
@@ -627,6 +642,7 @@ test_ports(void **state)
 	char h[3][NCCL_NET_HANDLE_MAXSIZE];
 	struct np_coll_handle *ch[3];
 	void *ctx = NULL, *l[3];
+	unsigned int t = getenv("CAIS_THREADS") ? (unsigned int)atoi(getenv("CAIS_THREADS")) : 1;
 
 	(void)state;
 	assert_int_equal(coll->init(&ctx, 3, NULL), ncclSuccess);
@@ -634,13 +650,18 @@ test_ports(void **state)
 		ch[i] = (struct np_coll_handle *)h[i];
 		assert_int_equal(coll->listen(ctx, 0, h[i], &l[i]), ncclSuccess);
 		assert_int_equal(ch[i]->magic, NP_COLL_MAGIC);
-		assert_int_equal(ntohs(ch[i]->port), port_base + (unsigned int)i);
+		assert_int_equal(ntohs(ch[i]->port), port_base + (unsigned int)i * t);
 		assert_int_equal(ch[i]->slot, i);
 		assert_true(ch[i]->agree_port != 0);
+		for (unsigned int k = 0; k < t; k++) /* held, every one */
+			assert_false(udp_free(port_base + (unsigned int)i * t + k));
 	}
+	assert_true(udp_free(port_base + 3 * t));
 	assert_int_equal(coll->closeListen(l[1]), ncclSuccess);
+	for (unsigned int k = 0; k < t; k++)
+		assert_true(udp_free(port_base + t + k));
 	assert_int_equal(coll->listen(ctx, 0, h[1], &l[1]), ncclSuccess);
-	assert_int_equal(ntohs(ch[1]->port), port_base + 1);
+	assert_int_equal(ntohs(ch[1]->port), port_base + t);
 	assert_int_equal(coll->closeListen(l[0]), ncclSuccess);
 	/* l[1] and l[2] are left to finalize, as NCCL leaves those of failed connects */
 	assert_int_equal(coll->finalize(ctx), ncclSuccess);

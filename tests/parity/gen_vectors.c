@@ -28,7 +28,9 @@
  * elements per packet at most, pools of at most 128 slots, at most 32
  * ranks, fewer REJECTs per sender than the rate limit's burst, sums whose
  * saturation does not depend on the order of additions, hosts that never
- * move between ports, no frame shorter than an Ethernet header.
+ * move between ports (DATA from another port than a member's is REJECTed,
+ * E5; no member's first DATA comes from another port than its own), no
+ * frame shorter than an Ethernet header.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -58,11 +60,12 @@ struct sess {
 	uint16_t n, elems;
 	uint8_t host[4];
 	uint16_t port_base;
+	bool bind; /* session.add gives every member's "switch_port" (E5) */
 };
 
-static const struct sess S11 = {1, 1, 8, 4, 64, {0, 1, 2, 3}, 40000};
-static const struct sess S12 = {1, 2, 1, 1, 16, {0}, 41000};
-static const struct sess S27 = {2, 7, 4, 3, 16, {3, 1, 2}, 42000};
+static const struct sess S11 = {1, 1, 8, 4, 64, {0, 1, 2, 3}, 40000, false};
+static const struct sess S12 = {1, 2, 1, 1, 16, {0}, 41000, false};
+static const struct sess S27 = {2, 7, 4, 3, 16, {3, 1, 2}, 42000, true};
 
 /* The vector file being written and its switch. */
 static struct {
@@ -141,14 +144,17 @@ members_json(char *buf, size_t len, const struct sess *s)
 	size_t k = 0;
 
 	for (unsigned int r = 0; r < s->n; r++) {
-		char mac[18], ip[16];
+		char mac[18], ip[16], sw_port[32] = "";
 
 		mac_str(mac, H[s->host[r]].mac);
 		ip_str(ip, H[s->host[r]].ip);
+		if (s->bind)
+			snprintf(sw_port, sizeof(sw_port), ", \"switch_port\": %u",
+				 H_PORT[s->host[r]]);
 		k += (size_t)snprintf(buf + k, len - k,
 				      "%s\n      {\"rank\": %u, \"mac\": \"%s\", \"ip\": \"%s\", "
-				      "\"port\": %u}",
-				      r ? "," : "", r, mac, ip, s->port_base + r);
+				      "\"port\": %u%s}",
+				      r ? "," : "", r, mac, ip, s->port_base + r, sw_port);
 	}
 }
 
@@ -165,13 +171,19 @@ session_json(char *buf, size_t len, const struct sess *s, unsigned int prio)
 			s->tenant, s->session, s->n, s->pool, s->elems, prio, members);
 }
 
+/* A tensor entry; wire: its "wire" field (E4), or NULL for none (FIXED32). */
 static int
-tensor_json(char *buf, size_t len, const struct sess *s, uint32_t tensor, const char *op)
+tensor_json(char *buf, size_t len, const struct sess *s, uint32_t tensor, const char *op,
+	    const char *wire)
 {
+	char w[32] = "";
+
+	if (wire)
+		snprintf(w, sizeof(w), ", \"wire\": \"%s\"", wire);
 	return snprintf(buf, len,
 			"  {\"cmd\": \"tensor.add\", \"args\": {\"tenant\": %u, \"session\": %u, "
-			"\"tensor\": %u, \"op\": \"%s\", \"scale\": 1024}},\n",
-			s->tenant, s->session, tensor, op);
+			"\"tensor\": %u, \"op\": \"%s\", \"scale\": 1024%s}},\n",
+			s->tenant, s->session, tensor, op, w);
 }
 
 /* The two configurations: the main one, and the same in forward-only mode. */
@@ -184,14 +196,14 @@ write_config(const char *name, bool fwd_only)
 
 	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "[\n");
 	k += session_json(buf + k, sizeof(buf) - (size_t)k, &S11, 0);
-	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 1, "sum");
-	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 2, "max");
-	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 3, "min");
-	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 4, "avg");
+	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 1, "sum", NULL);
+	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 2, "max", "fixed32");
+	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 3, "min", NULL);
+	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S11, 4, "avg", NULL);
 	k += session_json(buf + k, sizeof(buf) - (size_t)k, &S12, 0);
-	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S12, 5, "sum");
+	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S12, 5, "sum", NULL);
 	k += session_json(buf + k, sizeof(buf) - (size_t)k, &S27, 1);
-	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S27, 70, "max");
+	k += tensor_json(buf + k, sizeof(buf) - (size_t)k, &S27, 70, "max", "fixed32");
 	k += snprintf(buf + k, sizeof(buf) - (size_t)k,
 		      "  {\"cmd\": \"thresholds.set\", \"args\": {\"queue_depth\": 512, "
 		      "\"slot_usage\": 0.9}}%s\n",
@@ -518,6 +530,31 @@ gen_rounds(void)
 	send_data(&S27, 70, 5, 1, 16, NULL, 0);
 	send_data(&S11, 1, 37, 2, 64, NULL, 0);
 	send_data(&S11, 1, 37, 3, 64, NULL, 0);
+
+	vcase("ack_fields",
+	      "E6: RETX duplicates in an open round get an ACK to the sender: type 4, tenant, "
+	      "session, tensor, seq, slot (set 1 here), the DATA's rank and dtype, count 0, "
+	      "reason 0; again for a second RETX; then the round completes and a RETX gets the "
+	      "stored RESULT");
+	send_data(&S27, 70, 6, 0, 16, NULL, 0);
+	send_data(&S27, 70, 6, 2, 16, NULL, 0);
+	send_data(&S27, 70, 6, 2, 16, NULL, CAIS_F_RETX);
+	send_data(&S27, 70, 6, 0, 16, NULL, CAIS_F_RETX);
+	send_data(&S27, 70, 6, 2, 16, NULL, CAIS_F_RETX);
+	send_data(&S27, 70, 6, 1, 16, NULL, 0);
+	send_data(&S27, 70, 6, 1, 16, NULL, CAIS_F_RETX);
+
+	vcase("ack_no_overflow",
+	      "E6: an ACK into a round whose sum has saturated carries no OVERFLOW (only a "
+	      "RESULT does; an ACK's flags are CONGESTED at most); the RESULT then has it");
+	for (unsigned int r = 0; r < 4; r++)
+		for (unsigned int i = 0; i < CAIS_P4_ELEMS; i++)
+			v[r][i] = (r == 0 || r == 3) ? INT32_MAX - (int32_t)i : (int32_t)(r * i);
+	send_data(&S11, 1, 38, 0, 64, v[0], 0);
+	send_data(&S11, 1, 38, 3, 64, v[3], 0);
+	send_data(&S11, 1, 38, 3, 64, v[3], CAIS_F_RETX);
+	send_data(&S11, 1, 38, 1, 64, v[1], 0);
+	send_data(&S11, 1, 38, 2, 64, v[2], 0);
 	file_end("rounds.txt");
 }
 
@@ -557,12 +594,16 @@ gen_reject(void)
 		vin(0, frame, len);
 	}
 
-	vcase("bad_dtype", "dtype 1 with int32 values: REJECT 6, echoing dtype 1");
+	vcase("bad_dtype", "dtype 1 and dtype 255 (no wire type) with int32 values: REJECT 6, "
+			   "echoing the DATA's dtype");
 	{
 		size_t len = data(&S11, 1, 42, 2, 64, NULL, 0);
 
 		hdr_of(frame)->dtype = 1;
 		vin(2, frame, len);
+		len = data(&S27, 70, 42, 1, 16, NULL, 0);
+		hdr_of(frame)->dtype = 0xFF;
+		vin(1, frame, len);
 	}
 
 	vcase("bad_dtype_block16",
@@ -621,6 +662,45 @@ gen_reject(void)
 		vin(3, frame, len);
 	}
 
+	vcase("not_member_mac",
+	      "E5: a member's IPv4 address and UDP port from another source MAC (h4's, behind "
+	      "the same port as rank 1's h1; an unknown one on rank 0's port): REJECT 2 to that "
+	      "MAC, the slot untouched");
+	{
+		static const uint8_t other[6] = {0x02, 0, 0, 0, 0, 0x77};
+		size_t len = data(&S11, 1, 46, 1, 64, NULL, 0);
+
+		memcpy(frame + 6, H[4].mac, 6);
+		vin(1, frame, len);
+		len = data(&S11, 1, 46, 0, 64, NULL, CAIS_F_RETX);
+		memcpy(frame + 6, other, 6);
+		vin(0, frame, len);
+	}
+
+	vcase("not_member_port",
+	      "E5: a member's address, UDP port and MAC from another switch port than the one "
+	      "its first DATA pinned (rank 0 on port 0 above; rank 3 on port 3): REJECT 2 out "
+	      "of the port it came in on");
+	{
+		size_t len = data(&S11, 1, 46, 0, 64, NULL, 0);
+
+		vin(2, frame, len);
+		len = data(&S11, 1, 46, 3, 64, NULL, 0);
+		vin(1, frame, len);
+	}
+
+	vcase("switch_port_bound",
+	      "E5: session 2/7's members are bound by session.add's switch_port (3, 1, 2): DATA "
+	      "of rank 0 from port 0 and of rank 2 from port 1, before any DATA of theirs on "
+	      "their own ports: REJECT 2");
+	{
+		size_t len = data(&S27, 70, 46, 0, 16, NULL, 0);
+
+		vin(0, frame, len);
+		len = data(&S27, 70, 46, 2, 16, NULL, 0);
+		vin(1, frame, len);
+	}
+
 	vcase("reject_fields",
 	      "a REJECT echoes tenant, session, tensor, seq and slot (set bit too), "
 	      "clears RETX, has canonical IP headers");
@@ -640,6 +720,8 @@ gen_reject(void)
 	round_all(&S11, 1, 41, 64);
 	round_all(&S11, 1, 42, 64);
 	round_all(&S11, 1, 43, 64);
+	round_all(&S11, 1, 46, 64);
+	round_all(&S27, 70, 46, 16);
 	file_end("reject.txt");
 }
 
@@ -824,6 +906,60 @@ gen_arp_l2(void)
 	len = tf_arp_request(frame, &H[0], AGG.ip);
 	frame[CAIS_ETH_HLEN + 13] ^= 0x40;
 	vin(0, frame, len);
+
+	vcase("agg_guards",
+	      "E5: the aggregator's addresses are the switch's: gratuitous ARP for the aggregator "
+	      "address (broadcast request, broadcast and unicast replies), a request for it whose "
+	      "sender address is it, frames from the aggregator MAC (broadcast, unicast IPv4), "
+	      "IPv4 from the aggregator address (a forged RESULT to h1, a DATA-like one to the "
+	      "aggregator, broadcast): all dropped, never forwarded");
+	{
+		struct tf_end forger = H[0], victim = H[1];
+		struct cais_fields f;
+		int32_t four[4] = {7, 7, 7, 7};
+
+		len = tf_arp_request(frame, &H[0], AGG.ip);
+		memcpy(frame + CAIS_ETH_HLEN + 14, &AGG.ip, 4);
+		vin(0, frame, len);
+		frame[CAIS_ETH_HLEN + 7] = 2;
+		vin(0, frame, len);
+		memcpy(frame, H[1].mac, 6);
+		memcpy(frame + CAIS_ETH_HLEN + 18, H[1].mac, 6);
+		memcpy(frame + CAIS_ETH_HLEN + 24, &H[1].ip, 4);
+		vin(0, frame, len);
+		len = tf_arp_request(frame, &H[2], AGG.ip);
+		memcpy(frame, AGG.mac, 6);
+		memcpy(frame + CAIS_ETH_HLEN + 14, &AGG.ip, 4);
+		vin(2, frame, len);
+		len = learn_frame(frame, AGG.mac);
+		vin(3, frame, len);
+		forger.ip = H[0].ip;
+		forger.port = 5000;
+		victim.port = 6000;
+		memcpy(forger.mac, AGG.mac, 6);
+		tf_udp_headers(frame, &forger, &victim, 20);
+		memset(frame + CAIS_FRAME_HDR_OFF, 0x42, 20);
+		vin(0, frame, CAIS_FRAME_HDR_OFF + 20);
+		/* a RESULT in the aggregator's name, from h0's MAC */
+		forger = AGG;
+		memcpy(forger.mac, H[0].mac, 6);
+		victim = sender(&S11, 1);
+		cais_data_fields(&f, 1, 1, 1, 60, 8, 1, 4);
+		len = tf_cais_frame(frame, &forger, &victim, &f, four, 4);
+		hdr_of(frame)->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_RESULT);
+		hdr_of(frame)->rank = CAIS_RANK_NONE;
+		vin(0, frame, len);
+		len = tf_cais_frame(frame, &forger, &AGG, &f, four, 4);
+		vin(0, frame, len);
+		memcpy(victim.mac, MAC_BCAST, 6);
+		victim.ip = htonl(0xFFFFFFFFu);
+		len = tf_cais_frame(frame, &forger, &victim, &f, four, 4);
+		vin(0, frame, len);
+	}
+
+	vcase("arp_after_guards", "ARP for the aggregator is still answered");
+	len = tf_arp_request(frame, &H[1], AGG.ip);
+	vin(1, frame, len);
 
 	vcase("l2_unicast", "to a known station on another port: forwarded unchanged");
 	{

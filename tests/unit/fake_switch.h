@@ -6,7 +6,8 @@
  * OVERFLOW, stored RESULTs resent to a rank that retransmits), and faults
  * on demand: DATA loss, RESULT loss (per rank, for a while), duplicated and
  * reordered RESULTs, REJECT of a tensor, silence, a restart that forgets
- * every slot, corrupted sums. It also checks the hosts' window: DATA of
+ * every slot, corrupted sums. A retransmitted DATA already counted in an
+ * open round gets an ACK (E5) unless no_ack is set (a switch without ACKs). It also checks the hosts' window: DATA of
  * seq q is a violation unless the round of q - S was completed here. Runs in its own thread. Tensor
  * 2 reduces by max, tensor 3 by min, every other tensor by sum (FS_TENSOR_*).
  * FIXED32 and BLOCK16 (docs/PROTOCOL.md E4, written here from the page, not
@@ -65,12 +66,15 @@ struct fake_switch {
 	atomic_uint reject_tensor;  /**< REJECT UNKNOWN_TENSOR for this tensor (0: none) */
 	atomic_int fwd_only;	    /**< REJECT FWD_ONLY everything */
 	atomic_int drop_results_to; /**< rank whose RESULTs are dropped, -1: none */
+	atomic_int drop_data_from;  /**< rank whose DATA never arrives, -1: none */
 	atomic_int corrupt;	    /**< add this to every summed element */
 	atomic_int reorder_pct;	    /**< RESULT copies held back behind later ones */
 	atomic_int refuse_b16;	    /**< REJECT BAD_DTYPE every BLOCK16 DATA (the P4 profile) */
+	atomic_int no_ack;	    /**< never ACK (a switch from before E5) */
 	/* counters */
 	atomic_ulong data_rx, results_tx, rounds, rejects, retx_seen, window_violations;
 	atomic_ulong b16_rounds; /**< rounds in BLOCK16 */
+	atomic_ulong acks_tx;	 /**< ACKs sent */
 	uint16_t ports[FS_MAX_RANKS][16]; /**< the source ports each rank's DATA came from */
 	unsigned int n_ports[FS_MAX_RANKS];
 	/* RESULTs held back for reordering */
@@ -249,6 +253,22 @@ fs_reject(struct fake_switch *s, const struct cais_fields *in, uint16_t reason,
 	atomic_fetch_add(&s->rejects, 1);
 }
 
+/* E5: the DATA (a retransmission) is already in the open round. */
+static void
+fs_ack(struct fake_switch *s, const struct cais_fields *in, const struct sockaddr_in *to)
+{
+	uint8_t buf[CAIS_HDR_LEN];
+	struct cais_fields f = *in;
+
+	f.type = CAIS_TYPE_ACK;
+	f.flags = 0;
+	f.count = 0;
+	f.reason = 0;
+	cais_hdr_build((struct cais_hdr *)buf, &f);
+	fs_send(s, buf, sizeof(buf), to);
+	atomic_fetch_add(&s->acks_tx, 1);
+}
+
 static void
 fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockaddr_in *from)
 {
@@ -266,7 +286,8 @@ fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockad
 	atomic_fetch_add(&s->data_rx, 1);
 	if (f.flags & CAIS_F_RETX)
 		atomic_fetch_add(&s->retx_seen, 1);
-	if (fs_chance(s, atomic_load(&s->data_loss_pct)))
+	if (fs_chance(s, atomic_load(&s->data_loss_pct)) ||
+	    atomic_load(&s->drop_data_from) == (int)f.rank)
 		return;
 	if (atomic_load(&s->fwd_only))
 		return fs_reject(s, &f, CAIS_R_FWD_ONLY, from);
@@ -314,6 +335,8 @@ fs_data(struct fake_switch *s, const uint8_t *p, size_t len, const struct sockad
 		if (sl->done) {
 			sl->from[f.rank] = *from;
 			fs_result(s, &f, sl, f.rank); /* a lost RESULT: unicast */
+		} else if ((f.flags & CAIS_F_RETX) && !atomic_load(&s->no_ack)) {
+			fs_ack(s, &f, from);
 		}
 		return;
 	}
@@ -397,6 +420,7 @@ fs_start(unsigned int n, unsigned int slots)
 	s->sl = calloc((size_t)slots * 2, sizeof(*s->sl));
 	s->rng = 0x9E3779B97F4A7C15ull;
 	atomic_store(&s->drop_results_to, -1);
+	atomic_store(&s->drop_data_from, -1);
 	pthread_mutex_init(&s->lock, NULL);
 	s->fd = socket(AF_INET, SOCK_DGRAM, 0);
 	setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

@@ -716,6 +716,34 @@ t_results_lost_one_rank(void **state)
 	teardown_comms();
 }
 
+/*
+ * One rank's DATA never reaches the switch (a firewall on its way): the
+ * others' retransmissions get ACKs (E6) and they never judge the switch
+ * silent; the silent rank's FETCHes find its peers' DATA in (FETCH_NO 5), so
+ * it takes the ring, and the peers follow it there: every rank right.
+ */
+static void
+t_data_lost_one_rank(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 5000,
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_AUTO};
+
+	(void)state;
+	setup_comms(&default_opts);
+	atomic_store(&SW->drop_data_from, 1);
+	run_ranks(run_coll, &k);
+	print_message("rank 1's DATA lost: in-network %llu of %llu, ACKs %llu\n",
+		      (unsigned long long)METRIC(in_network),
+		      (unsigned long long)METRIC(collectives), (unsigned long long)METRIC(acks));
+	assert_int_equal(METRIC(in_network), 0);
+	assert_true(METRIC(acks) > 0);
+	atomic_store(&SW->drop_data_from, -1);
+	teardown_comms();
+}
+
 /* The fixed-point sum overflows: OVERFLOW, the ring in float, the right answer. */
 static void
 t_overflow(void **state)
@@ -844,6 +872,54 @@ t_slow_rank(void **state)
 	setup_comms(&default_opts);
 	run_ranks(run_coll, &k);
 	teardown_comms();
+}
+
+/*
+ * One rank stalls 1.5 s before each collective, longer than a switch may
+ * stay quiet (AG_QUIET_US): run with ACKs, then on a switch without them.
+ * With ACKs the waiting ranks stay on the switch and back off: each waiting
+ * chunk is retransmitted about log2(stall / timer) times, not once per
+ * capped timer (20 ms); without, they retransmit at the cap all along.
+ */
+static uint64_t
+stall_run(bool acks)
+{
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 2048, /* 8 chunks of 256 */
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = acks ? CAIS_PATH_SWITCH : CAIS_PATH_AUTO,
+			 .slow_rank = 3,
+			 .slow_ms = 1500};
+	uint64_t retx;
+
+	setup_comms(&default_opts);
+	atomic_store(&SW->no_ack, !acks);
+	run_ranks(run_coll, &k);
+	retx = METRIC(retransmissions);
+	print_message("stall %s ACKs: %llu retransmissions, %llu ACKs, in-network %llu of %llu\n",
+		      acks ? "with" : "without", (unsigned long long)retx,
+		      (unsigned long long)METRIC(acks), (unsigned long long)METRIC(in_network),
+		      (unsigned long long)METRIC(collectives));
+	if (acks) {
+		assert_true(METRIC(acks) > 0);
+		assert_int_equal(METRIC(acks), atomic_load(&SW->acks_tx));
+	} else {
+		assert_int_equal(METRIC(acks), 0);
+	}
+	teardown_comms();
+	return retx;
+}
+
+static void
+t_stall(void **state)
+{
+	/* 3 waiting ranks x 8 chunks x 2 collectives; 1.5 s / 20 ms = 75 without */
+	uint64_t with = stall_run(true), without = stall_run(false);
+
+	(void)state;
+	assert_true(with <= 3 * 8 * 2 * 20);
+	assert_true(without > 4 * with);
 }
 
 /* The switch restarts (forgets every slot) again and again during a stream. */
@@ -1242,14 +1318,18 @@ main(void)
 	    cmocka_unit_test(t_threshold),   cmocka_unit_test(t_loss),
 	    cmocka_unit_test(t_reject),	     cmocka_unit_test(t_fwd_only),
 	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_results_lost_one_rank),
+	    cmocka_unit_test(t_data_lost_one_rank),
 	    cmocka_unit_test(t_overflow),    cmocka_unit_test(t_saturated_input),
 	    cmocka_unit_test(t_in_place),    cmocka_unit_test(t_outstanding),
-	    cmocka_unit_test(t_slow_rank),   cmocka_unit_test(t_restart),
+	    cmocka_unit_test(t_slow_rank),   cmocka_unit_test(t_stall),
+	    cmocka_unit_test(t_restart),
 	    cmocka_unit_test(t_error_alarm), cmocka_unit_test(t_timeout),
 	    cmocka_unit_test(t_errors),	     cmocka_unit_test(t_join_manager),
 	    cmocka_unit_test(t_flows),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	if (getenv("CAIS_TEST_FILTER")) /* one test or a pattern, when debugging */
+		cmocka_set_test_filter(getenv("CAIS_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1254,8 +1254,9 @@ test_interrupted_install(void **state)
 	/* as a crash between the last join and the end of the install leaves it */
 	assert_int_equal(sqlite3_open(conf.db, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
-				      "INSERT INTO members VALUES('a', 1, '02:00:00:00:00:02', "
-				      "'10.0.0.2', 1); UPDATE jobs SET installing = 1",
+				      "INSERT INTO members(job, rank, mac, ip, port) VALUES('a', 1, "
+				      "'02:00:00:00:00:02', '10.0.0.2', 1); UPDATE jobs SET "
+				      "installing = 1",
 				      NULL, NULL, NULL),
 			 SQLITE_OK);
 	sqlite3_close(db);
@@ -1613,7 +1614,7 @@ test_store_upgrade(void **state)
 	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 1}"));
 	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
 	mgr_close(m);
-	/* what schema 1 had: tensors without wire */
+	/* what schema 1 had: tensors without wire, members without ports */
 	assert_int_equal(sqlite3_open(conf.db, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
 				      "CREATE TABLE t1(job TEXT NOT NULL, tensor INTEGER NOT NULL,"
@@ -1621,7 +1622,8 @@ test_store_upgrade(void **state)
 				      " NOT NULL, PRIMARY KEY(job, tensor));"
 				      "INSERT INTO t1 SELECT job, tensor, op, installed, scale FROM "
 				      "tensors; DROP TABLE tensors; ALTER TABLE t1 RENAME TO "
-				      "tensors; PRAGMA user_version=1;",
+				      "tensors; ALTER TABLE members DROP COLUMN ports; "
+				      "PRAGMA user_version=1;",
 				      NULL, NULL, NULL),
 			 SQLITE_OK);
 	sqlite3_close(db);
@@ -1638,7 +1640,7 @@ test_store_upgrade(void **state)
 		assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL),
 				 SQLITE_OK);
 		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(s, 0), 2);
+		assert_int_equal(sqlite3_column_int(s, 0), 3);
 		sqlite3_finalize(s);
 	}
 	sqlite3_close(db);

@@ -377,12 +377,12 @@ test_parse_cais_header(void **state)
 		else
 			EXPECT_DROP(b, len, CAIS_VERSION);
 	}
-	/* type: 0 and 4..15 undefined; RESULT and REJECT are not for the switch */
+	/* type: 0 and 5..15 undefined; RESULT, REJECT and ACK are not for the switch */
 	for (unsigned int t = 0; t < 16; t++) {
 		h[2] = (uint8_t)(0x10 | t);
 		if (t == CAIS_TYPE_DATA)
 			EXPECT_DATA(b, len);
-		else if (t == CAIS_TYPE_RESULT || t == CAIS_TYPE_REJECT)
+		else if (t == CAIS_TYPE_RESULT || t == CAIS_TYPE_REJECT || t == CAIS_TYPE_ACK)
 			EXPECT_DROP(b, len, NOT_DATA);
 		else
 			EXPECT_DROP(b, len, CAIS_TYPE);
@@ -1487,8 +1487,11 @@ test_pipe_malformed_silent(void **state)
 	b[CAIS_FRAME_HDR_OFF + 2] = 0x10;
 	EXPECT_SILENT(e, b, len, CAIS_TYPE);
 	RESET();
-	b[CAIS_FRAME_HDR_OFF + 2] = 0x14;
+	b[CAIS_FRAME_HDR_OFF + 2] = 0x15;
 	EXPECT_SILENT(e, b, len, CAIS_TYPE);
+	RESET();
+	b[CAIS_FRAME_HDR_OFF + 2] = 0x14; /* an ACK to the switch */
+	EXPECT_SILENT(e, b, len, NOT_DATA);
 	RESET();
 	b[CAIS_FRAME_HDR_OFF + 3] = 0x10;
 	EXPECT_SILENT(e, b, len, CAIS_FLAGS);
@@ -1942,6 +1945,87 @@ test_pipe_spoofed_data(void **state)
 	tenv_free(e);
 }
 
+/*
+ * Several flows per member (docs/PROTOCOL.md E7): rank 0 registers 4 ports;
+ * its DATA counts from any of them, not from a fifth; each RESULT goes to
+ * the flow that owns the slot (port + seq mod 4); the other rank has one.
+ */
+static void
+test_pipe_flows(void **state)
+{
+	struct tenv *e = tenv_create(&agg, 2, 1);
+	struct ctl_err err = {0};
+	char json[1024];
+	const uint8_t *m0 = host[0].mac, *m1 = host[1].mac;
+	const uint8_t *i0 = (const uint8_t *)&host[0].ip, *i1 = (const uint8_t *)&host[1].ip;
+
+	(void)state;
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"session.add\", \"args\": {\"tenant\": %u, \"session\": %u, \"n\": 2, "
+		 "\"slots\": %u, \"elems_per_packet\": %u, \"members\": ["
+		 "{\"rank\": 0, \"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"ip\": \"%u.%u.%u.%u\", "
+		 "\"port\": %u, \"ports\": 4}, "
+		 "{\"rank\": 1, \"mac\": \"%02x:%02x:%02x:%02x:%02x:%02x\", \"ip\": \"%u.%u.%u.%u\", "
+		 "\"port\": %u}]}}",
+		 TENANT, SESSION, POOL, ELEMS, m0[0], m0[1], m0[2], m0[3], m0[4], m0[5], i0[0], i0[1],
+		 i0[2], i0[3], host[0].port, m1[0], m1[1], m1[2], m1[3], m1[4], m1[5], i1[0], i1[1],
+		 i1[2], i1[3], host[1].port);
+	assert_int_equal(tenv_ctl(e, json, &err), 0);
+	snprintf(json, sizeof(json),
+		 "{\"cmd\": \"tensor.add\", \"args\": {\"tenant\": %u, \"session\": %u, "
+		 "\"tensor\": %u, \"op\": \"sum\", \"scale\": 1}}",
+		 TENANT, SESSION, TENSOR);
+	assert_int_equal(tenv_ctl(e, json, &err), 0);
+	for (uint32_t seq = 0; seq < 8; seq++) {
+		struct tf_end flow = host[0];
+		uint16_t got0 = 0;
+
+		flow.port = (uint16_t)(host[0].port + seq % 4);
+		tenv_clear(e);
+		bind_send(e, &flow, 0, seq, 0, 1);
+		assert_int_equal(e->n_cap, 0);
+		bind_send(e, &host[1], 1, seq, 1, 1);
+		assert_int_equal(e->n_cap, 2);
+		for (unsigned int i = 0; i < 2; i++)
+			if (e->cap[i].port == 0)
+				got0 = rd16(e->cap[i].data + CAIS_ETH_HLEN + CAIS_IP_HLEN + 2);
+			else
+				assert_int_equal(rd16(e->cap[i].data + CAIS_ETH_HLEN + CAIS_IP_HLEN + 2),
+						 host[1].port);
+		assert_int_equal(got0, host[0].port + seq % 4);
+	}
+	/* a fifth port is not rank 0's */
+	{
+		struct tf_end flow = host[0];
+		struct cais_fields f = data_fields(8, 0, ELEMS);
+
+		flow.port = (uint16_t)(host[0].port + 4);
+		tenv_clear(e);
+		bind_send(e, &flow, 0, 8, 0, 1);
+		assert_int_equal(e->n_cap, 1);
+		check_reject_frame(&e->cap[0], &flow, &f, CAIS_R_NOT_MEMBER, 0);
+	}
+	/* ports must divide the pool, and be a power of two */
+	assert_int_equal(tenv_ctl(e,
+				  "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, "
+				  "\"n\": 1, \"slots\": 8, \"elems_per_packet\": 8, \"members\": "
+				  "[{\"rank\": 0, \"mac\": \"02:00:00:00:00:09\", \"ip\": \"10.0.0.9\", "
+				  "\"port\": 9, \"ports\": 16}]}}",
+				  &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "'ports' (16) must divide 'slots' (8)"));
+	assert_int_equal(tenv_ctl(e,
+				  "{\"cmd\": \"session.add\", \"args\": {\"tenant\": 9, \"session\": 9, "
+				  "\"n\": 1, \"slots\": 8, \"elems_per_packet\": 8, \"members\": "
+				  "[{\"rank\": 0, \"mac\": \"02:00:00:00:00:09\", \"ip\": \"10.0.0.9\", "
+				  "\"port\": 9, \"ports\": 3}]}}",
+				  &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "power of two"));
+	tenv_clear(e);
+	tenv_free(e);
+}
+
 /* A member whose switch port session.add gave is bound to it from the start. */
 static void
 test_pipe_switch_port_given(void **state)
@@ -2090,6 +2174,7 @@ main(void)
 	    PIPE(test_pipe_session_refusals),
 	    cmocka_unit_test(test_pipe_spoofed_data),
 	    cmocka_unit_test(test_pipe_switch_port_given),
+	    cmocka_unit_test(test_pipe_flows),
 	    PIPE(test_rl_burst),
 	    PIPE(test_rl_one_second),
 	    PIPE(test_rl_slow_sender),

@@ -182,6 +182,35 @@ expect_nothing(void)
 		fail_msg("%u unexpected frame(s), first to port %u", E->n_cap, E->cap[0].port);
 }
 
+/*
+ * Exactly one frame was sent: the ACK (docs/PROTOCOL.md E6) of rank's DATA of
+ * chunk c, back to it on its port: header only, echoing tenant, session,
+ * tensor, seq, slot, rank and dtype, count 0, reason 0. Forgets it.
+ */
+static void
+expect_ack(const struct chunk *c, unsigned int rank)
+{
+	struct cais_fields want, got;
+	uint8_t buf[CAIS_FRAME_OVERHEAD];
+
+	if (E->n_cap != 1)
+		fail_msg("%u frames sent, want one ACK", E->n_cap);
+	cais_data_fields(&want, c->tenant, c->session, c->tensor, c->seq, c->pool, (uint8_t)rank,
+			 0);
+	want.type = CAIS_TYPE_ACK;
+	want.flags = 0;
+	want.count = 0;
+	tf_udp_headers(buf, &AGG, &H[rank], CAIS_HDR_LEN);
+	cais_hdr_build((struct cais_hdr *)(buf + CAIS_FRAME_HDR_OFF), &want);
+	assert_int_equal(E->cap[0].port, rank);
+	assert_int_equal(E->cap[0].len, CAIS_FRAME_OVERHEAD);
+	cais_hdr_read((const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF), &got);
+	assert_int_equal(got.type, CAIS_TYPE_ACK);
+	assert_int_equal(got.rank, rank);
+	assert_memory_equal(E->cap[0].data, buf, CAIS_FRAME_OVERHEAD);
+	tenv_clear(E);
+}
+
 static void
 expected_sum(const struct chunk *c, unsigned int n, int32_t *want)
 {
@@ -293,8 +322,10 @@ t_duplicates(void **state)
 			for (unsigned int r = 0; r < 4; r++) {
 				send_data(&c, r, NULL, 0);
 				if (r == point && r < 3) {
-					/* resend an already counted contribution, twice */
+					/* resend an already counted contribution, twice: the
+					 * retransmission gets an ACK (E6), the copy nothing */
 					send_data(&c, who, NULL, CAIS_F_RETX);
+					expect_ack(&c, who);
 					send_data(&c, who, NULL, 0);
 					expect_nothing();
 				}
@@ -320,14 +351,50 @@ t_loss_retx(void **state)
 	/* rank 2's DATA is lost; rank 3 and 0 time out and retransmit too */
 	send_data(&c, 3, NULL, 0);
 	send_data(&c, 3, NULL, CAIS_F_RETX);
+	expect_ack(&c, 3); /* in, the round waits for others */
 	send_data(&c, 0, NULL, CAIS_F_RETX);
-	expect_nothing();
+	expect_ack(&c, 0);
 	send_data(&c, 2, NULL, CAIS_F_RETX);
 	expect_results(&c, 0xF, want, 0);
 	counters(1, 1, &sc);
 	assert_int_equal(sc.retx, 3);
 	assert_int_equal(sc.duplicates, 2);
 	assert_int_equal(sc.rounds, 1);
+}
+
+/*
+ * ACKs have a per-sender budget of their own (E6): a burst of 300
+ * retransmissions into an open round gets at most 50, the rest are dropped
+ * as duplicates, and the sender's REJECTs are not held back by them.
+ */
+static void
+t_ack_budget(void **state)
+{
+	struct chunk c = {1, 1, 1, 350, 8, 64};
+	unsigned int acks = 0;
+	int32_t want[64];
+
+	(void)state;
+	send_data(&c, 1, NULL, 0);
+	for (unsigned int i = 0; i < 300; i++) {
+		send_data(&c, 1, NULL, CAIS_F_RETX);
+		acks += E->n_cap;
+		tenv_clear(E);
+	}
+	print_message("300 retransmissions into an open round: %u ACKs\n", acks);
+	assert_true(acks >= 1 && acks <= 50);
+	assert_int_equal(E->sw->lcores[0].c.acks_limited, 300 - acks);
+	/* a REJECT to the same sender still goes out */
+	c.tensor = 99;
+	send_data(&c, 1, NULL, 0);
+	assert_int_equal(E->n_cap, 1);
+	tenv_clear(E);
+	c.tensor = 1;
+	expected_sum(&c, 4, want);
+	for (unsigned int r = 0; r < 4; r++)
+		if (r != 1)
+			send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
 }
 
 /* A lost RESULT: the retransmitted DATA gets the stored RESULT, to that rank only. */
@@ -1288,6 +1355,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_orders, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_duplicates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_ack_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wrap_alternation, setup, teardown),

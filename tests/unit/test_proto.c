@@ -242,11 +242,11 @@ test_hdr_check(void **state)
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
 				 v == 1 ? CAIS_HDR_OK : CAIS_HDR_BAD_VERSION);
 	}
-	/* type: 0 and 4..15 invalid */
+	/* type: 0 and 5..15 invalid (4 is ACK, docs/PROTOCOL.md E6) */
 	for (unsigned int t = 0; t < 16; t++) {
 		b[2] = (uint8_t)(0x10 | t);
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
-				 (t >= 1 && t <= 3) ? CAIS_HDR_OK : CAIS_HDR_BAD_TYPE);
+				 (t >= 1 && t <= 4) ? CAIS_HDR_OK : CAIS_HDR_BAD_TYPE);
 	}
 	/* a bad version wins over a bad type */
 	b[2] = 0x20;
@@ -303,8 +303,10 @@ test_names(void **state)
 	assert_int_equal(CAIS_TYPE_DATA, 1);
 	assert_int_equal(CAIS_TYPE_RESULT, 2);
 	assert_int_equal(CAIS_TYPE_REJECT, 3);
+	assert_string_equal(cais_type_name(CAIS_TYPE_ACK), "ack");
+	assert_int_equal(CAIS_TYPE_ACK, 4);
 	assert_string_equal(cais_type_name(0), "?");
-	for (unsigned int t = 4; t < 16; t++)
+	for (unsigned int t = 5; t < 16; t++)
 		assert_string_equal(cais_type_name(t), "?");
 
 	assert_int_equal(CAIS_F_RETX, 0x01);
@@ -347,7 +349,7 @@ test_names(void **state)
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_MAGIC), "magic is not 0xCA15");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_VERSION), "version is not 1");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_TYPE),
-			    "type is not DATA, RESULT or REJECT");
+			    "type is not DATA, RESULT, REJECT or ACK");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_FLAGS), "reserved flag bits set");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_CHECK_MAX), "?");
 	assert_string_equal(cais_hdr_check_name((enum cais_hdr_check) - 1), "?");
