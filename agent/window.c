@@ -25,6 +25,7 @@ struct ag_window_entry {
 	uint16_t strikes; /**< retransmissions the switch has not acknowledged (silence) */
 	bool acked;	  /**< an ACK said the DATA is in: the round waits for others */
 	bool ack_first;	  /**< ... and it answered the first retransmission */
+	bool probe;	  /**< retransmitted as the window's probe (retransmit_now()) */
 	uint16_t count;	  /**< elements */
 	uint8_t dtype;	  /**< wire dtype */
 	uint32_t len;	  /**< payload bytes */
@@ -35,6 +36,7 @@ struct ag_window_entry {
 	const uint8_t *payload;
 	uint64_t deadline; /**< next (re)transmission */
 	uint64_t t_first;  /**< first transmission, for the RTT estimate */
+	uint64_t res_mark; /**< w->results when it was last sent (loss_evident()) */
 	struct cais_hdr hdr;
 };
 
@@ -47,6 +49,12 @@ struct ag_window {
 	uint32_t next;		   /**< the seq after the last one put in */
 	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
 	uint64_t heard;		   /**< when the switch last sent this flow anything */
+	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
+	uint32_t last_result;	   /**< the seq of the latest of them */
+	uint64_t heard_result;	   /**< when the last RESULT came */
+	uint64_t last_probe;	   /**< when the last probe went (retransmit_now()) */
+	bool probe_out;		   /**< ... and it has had no answer yet */
+	uint64_t burst_until;	   /**< a probe found a loss: every chunk due goes until then */
 	bool blocked;		   /**< the socket refused a send */
 	uint8_t *rxbuf;		   /**< AG_BATCH x AG_DGRAM */
 	struct ag_window_stats st;	 /**< updated with relaxed atomics */
@@ -272,7 +280,7 @@ ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->ack_first = false;
+	e->acked = e->ack_first = e->probe = false;
 	e->count = count;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, count);
@@ -298,7 +306,7 @@ ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->ack_first = false;
+	e->acked = e->ack_first = e->probe = false;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, e->count);
 	e->hdr.dtype = dtype;
@@ -368,6 +376,11 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 	e->strikes = 0;
 	set_state(e, AG_W_ACKED); /* peers' FETCH recovery asks (fetch.h AG_HAVE_ACKED) */
 	e->deadline = now + ack_wait(w, e, now);
+	/* the probe is answered: its round waits for other ranks */
+	if (e->probe) {
+		e->probe = false;
+		w->probe_out = false;
+	}
 }
 
 /*
@@ -386,6 +399,13 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 
 	if (e->tries == 0 || e->ack_first)
 		rtt_sample(w, now - e->t_first);
+	w->results++;
+	w->last_result = e->seq;
+	w->heard_result = now;
+	if (e->probe) { /* the probe found a loss (or a restarted switch) */
+		w->burst_until = now + 2 * rto(w, 0);
+		w->probe_out = false;
+	}
 	release(w, e);
 	w->ev.result(w->ev.ctx, owner, idx, p + CAIS_HDR_LEN, f->count,
 		     cais_payload_bytes(f->dtype, f->count), f->flags);
@@ -518,6 +538,7 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 		struct ag_window_entry *e = b->e[i];
 
 		if (i < sent) {
+			e->res_mark = w->results;
 			if (b->fresh[i]) {
 				e->unsent = false;
 				e->t_first = now;
@@ -557,10 +578,59 @@ judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64
 	return now - since >= (uint64_t)AG_QUIET_US * 1000 || e->strikes >= 2 * w->conf.retries;
 }
 
+/*
+ * Is chunk e's DATA or RESULT probably lost? LOSS_EVIDENCE RESULTs of this
+ * window came since it was last sent, the latest for a later seq: rounds
+ * after its own completed, so every rank's DATA for them came through.
+ */
+#define LOSS_EVIDENCE 3
+
+static bool
+loss_evident(const struct ag_window *w, const struct ag_window_entry *e)
+{
+	return w->results - e->res_mark >= LOSS_EVIDENCE &&
+	       (int32_t)(w->last_result - e->seq) > 0;
+}
+
+/*
+ * Whether a chunk whose timer ran out is sent again now. On evidence of a
+ * loss, yes. Otherwise the round may only wait for a rank that is slow or
+ * descheduled (cores shared with ranks and switch), so only one chunk goes,
+ * a probe: the oldest due and not acknowledged, when no RESULT came for a
+ * timer, at most one per timer. The probe's answer tells the cases apart:
+ * an ACK (the DATA is in, its round waits for other ranks: the next probe,
+ * a timer later, goes to the next chunk), or its RESULT without an ACK (the
+ * DATA or the RESULT was lost, or the switch restarted), or nothing for a
+ * timer (lost again): in the last two cases every chunk due goes for two
+ * timers (burst_until).
+ * A switch quiet for AG_QUIET_US gets every chunk again, as before: that is
+ * how a silent switch is judged (judged_silent()).
+ */
+static bool
+retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, bool *probed)
+{
+	if (loss_evident(w, e) || (int64_t)(now - w->burst_until) < 0 ||
+	    now - w->heard >= (uint64_t)AG_QUIET_US * 1000)
+		return true;
+	if (*probed || now - w->heard_result < rto(w, 0) || now - w->last_probe < rto(w, 0))
+		return false;
+	if (w->probe_out) { /* a timer without an answer to the probe: a loss */
+		w->probe_out = false;
+		w->burst_until = now + 2 * rto(w, 0);
+		return true;
+	}
+	*probed = true;
+	e->probe = true;
+	w->probe_out = true;
+	w->last_probe = now;
+	return true;
+}
+
 void
 ag_window_tx(struct ag_window *w, uint64_t now)
 {
 	struct tx_batch b;
+	bool probed = false; /* this call sent its probe (retransmit_now()) */
 	struct {
 		void *owner;
 		uint32_t seq;
@@ -574,6 +644,10 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 
 		if (!holds(e, seq) || (!e->unsent && (int64_t)(now - e->deadline) < 0))
 			continue;
+		if (!e->unsent && e->state != AG_W_ACKED && !retransmit_now(w, e, now, &probed)) {
+			e->deadline = now + rto(w, 0); /* not now: look again in a timer */
+			continue;
+		}
 		if (!e->unsent) {
 			if (e->state != AG_W_SILENT && judged_silent(w, e, now)) {
 				/* reported after the batch is out: the owner may forget
