@@ -3,18 +3,23 @@
 #
 # e2e.sh: the benefit curve end to end on the namespace testbed. For each
 # rank count, one testbed of that many hosts with cais-switch on their
-# ports, and three all-reduces (float, sum) of every size from B_min to
-# B_max by doubling:
-#   cais  in-network (cais-allreduce-perf --path auto --threshold 0: the
-#         agent falls back to its ring only where it must)
-#   ring  the agent's own fallback ring (--path ring), through the switch as
-#         forwarded traffic
-#   mpi   OpenMPI's MPI_Allreduce (bench/mpi_allreduce.c; TCP over the data
-#         network, so through the same switch as forwarded traffic)
+# ports, and all-reduces (sum; f32 or bf16) of every size from B_min to
+# B_max by doubling, several ways in one run:
+#   cais-W  in-network with wire type W (fixed32, block16: PROTOCOL.md E4),
+#           cais-allreduce-perf --path auto --threshold 0 (the agent falls
+#           back to its ring only where it must), K flows per rank
+#   ring    the agent's own fallback ring (--path ring), through the switch as
+#           forwarded traffic
+#   gloo    torch.distributed's gloo all_reduce (bench/gloo_allreduce.py,
+#           f32 only: gloo cannot reduce bf16), where /usr/bin/python3 has torch
+#   mpi     OpenMPI's MPI_Allreduce (bench/mpi_allreduce.c, f32 only; TCP over
+#           the data network, so through the same switch as forwarded traffic)
 # Medians over the timed iterations; the time of a size is the slowest
 # rank's median, the ranks lined up before each iteration (--sync /
-# MPI_Barrier). Prints a table per rank count, the speed-ups and the
-# crossover sizes, writes CSV. Needs root.
+# barriers). For each in-network way, from the switch's counters over its
+# run: the share of DATA that were retransmissions and the bytes on the
+# wire per element per host each way (port counters). Prints a table per
+# rank count, the speed-ups and the crossover sizes, writes CSV. Needs root.
 set -euo pipefail
 
 PROG=${0##*/}
@@ -31,6 +36,11 @@ BUILD="$ROOT/build"
 CSV=""
 NAME="cbe2e"
 MPI=1
+GLOO=1
+DTYPE=f32
+WIRES=fixed32
+THREADS=1
+IDLE_SLEEP=""
 SLOTS=64
 ELEMS=2048
 SCALE=1024
@@ -39,15 +49,19 @@ PORT=47000
 usage() {
 	cat <<EOF
 Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W]
-            [--build DIR] [--csv FILE] [--no-mpi] [--quick] [--help]
+            [--dtype f32|bf16] [--wires LIST] [--threads K] [--idle-sleep-us US]
+            [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--quick] [--help]
 
 The end-to-end benchmark (needs root): for every rank count N of LIST, a
 testbed of N hosts (scripts/testbed.sh) with cais-switch on their ports, then
-all-reduces (float, sum) of every doubling from B_min to B_max three ways:
-in-network (cais), the agent's fallback ring (ring), OpenMPI's MPI_Allreduce
-over TCP through the same switch (mpi). Every element is checked. Prints a
-table per N with the speed-ups of cais over ring and mpi and the crossover
-sizes, and writes CSV.
+all-reduces (sum) of every doubling from B_min to B_max: in-network for each
+wire type of --wires (cais-fixed32, cais-block16), the agent's fallback ring
+(ring), torch.distributed's gloo (gloo) and OpenMPI's MPI_Allreduce (mpi),
+both over TCP through the same switch and f32 only. Every element is
+checked. Prints a table per N with the speed-ups of in-network over the
+others, the crossover sizes, the retransmitted share of DATA and the bytes
+per element per host on the wire each way (the switch's port counters), and
+writes CSV.
 
   --ranks LIST     rank counts, 2..16 (default $RANKS)
   --min-bytes B    smallest all-reduce (default $MIN_BYTES; K, M: powers of 1024)
@@ -56,9 +70,16 @@ sizes, and writes CSV.
   --warmup W       untimed iterations before them (default $WARMUP)
   --build DIR      the meson build with cais-switch, cais-allreduce-perf and
                    bench/mpi_allreduce (default build/)
+  --dtype T        f32 (default) or bf16 (the ring and in-network only)
+  --wires LIST     in-network wire types, from fixed32,block16 (default $WIRES)
+  --threads K      flows per rank in-network (cais_config.threads; default $THREADS)
+  --idle-sleep-us US  the switch's --idle-sleep-us (default: the switch's;
+                   0: busy polling)
   --csv FILE       write the figures as CSV
   --no-mpi         leave out the MPI baseline (also when OpenMPI is missing:
                    scripts/install-deps.sh --bench installs it)
+  --no-gloo        leave out the gloo baseline (also without torch for
+                   /usr/bin/python3: scripts/install-deps.sh --python)
   --quick          a smoke run: --ranks 4 --min-bytes 128K --max-bytes 1M
                    --iters 1 --warmup 0 (checks that it works, not a speed)
   --help           this text
@@ -83,7 +104,8 @@ usage_error() {
 
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--ranks | --min-bytes | --max-bytes | --iters | --warmup | --build | --csv)
+	--ranks | --min-bytes | --max-bytes | --iters | --warmup | --build | --csv | --dtype | \
+		--wires | --threads | --idle-sleep-us)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
 		--ranks) RANKS=$2 ;;
@@ -93,11 +115,19 @@ while [ $# -gt 0 ]; do
 		--warmup) WARMUP=$2 ;;
 		--build) BUILD=$2 ;;
 		--csv) CSV=$2 ;;
+		--dtype) DTYPE=$2 ;;
+		--wires) WIRES=$2 ;;
+		--threads) THREADS=$2 ;;
+		--idle-sleep-us) IDLE_SLEEP=$2 ;;
 		esac
 		shift 2
 		;;
 	--no-mpi)
 		MPI=0
+		shift
+		;;
+	--no-gloo)
+		GLOO=0
 		shift
 		;;
 	--quick)
@@ -126,13 +156,30 @@ MAX_B=$(cb_to_bytes "$MAX_BYTES")
 [ "$MAX_B" -ge "$MIN_B" ] && [ "$MAX_B" -le $((256 << 20)) ] || usage_error "--max-bytes: from --min-bytes to 256M"
 [[ "$ITERS" =~ ^[0-9]{1,4}$ ]] && [ "$ITERS" -ge 1 ] || usage_error "--iters '$ITERS': a positive integer"
 [[ "$WARMUP" =~ ^[0-9]{1,4}$ ]] || usage_error "--warmup '$WARMUP': a non-negative integer"
+case "$DTYPE" in f32 | bf16) ;; *) usage_error "--dtype '$DTYPE': f32 or bf16" ;; esac
+[[ "$WIRES" =~ ^(fixed32|block16)(,(fixed32|block16))?$ ]] || usage_error "--wires '$WIRES': fixed32, block16 or both"
+IFS=, read -r -a WIRE_LIST <<<"$WIRES"
+case "$THREADS" in 1 | 2 | 4 | 8 | 16) ;; *) usage_error "--threads '$THREADS': 1, 2, 4, 8 or 16" ;; esac
+[ -z "$IDLE_SLEEP" ] || [[ "$IDLE_SLEEP" =~ ^[0-9]{1,6}$ ]] || usage_error "--idle-sleep-us '$IDLE_SLEEP': microseconds"
+ESIZE=4
+[ "$DTYPE" = f32 ] || ESIZE=2
+[ $((MIN_B % ESIZE)) -eq 0 ] || usage_error "--min-bytes: a multiple of the element size"
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, veth, af_packet)"
 
 SWITCH="$BUILD/dataplane/cais-switch"
 PERF="$BUILD/agent/cais-allreduce-perf"
+CTL="$BUILD/control/cais-ctl"
 MPIBIN="$BUILD/bench/mpi_allreduce"
 [ -x "$SWITCH" ] || die "no $SWITCH (build first: meson setup $BUILD && ninja -C $BUILD)"
 [ -x "$PERF" ] || die "no $PERF"
+[ -x "$CTL" ] || die "no $CTL"
+if [ "$DTYPE" != f32 ]; then
+	MPI=0 GLOO=0 # neither reduces bf16 (gloo in PyTorch 1.13 raises)
+elif [ "$GLOO" -eq 1 ] && ! /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
+	echo "$PROG: no torch for /usr/bin/python3: the gloo column is left out;" \
+		"scripts/install-deps.sh --python" >&2
+	GLOO=0
+fi
 if [ "$MPI" -eq 1 ] && { [ -x "$MPIBIN" ] && command -v mpirun >/dev/null; } ; then
 	:
 elif [ "$MPI" -eq 1 ]; then
@@ -197,17 +244,19 @@ watch_pids() {
 	done
 }
 
-# run the agent on every host: LABEL PATH; the slowest host's median per size into $WORK/LABEL.t
+# run the agent on every host: LABEL PATH N TENSOR WIRE; the slowest host's
+# median per size into $WORK/LABEL.t ("bytes time_us path")
 SEQ=0
 run_agent() {
-	local label=$1 path=$2 n=$3 i ok=1
+	local label=$1 path=$2 n=$3 tensor=$4 wire=$5 i ok=1
 	PIDS=()
 	for ((i = 1; i <= n; i++)); do
 		timeout -k 5 1200 ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" --rank $((i - 1)) \
 			--world "$n" --switch "$TB_AGG_IP" --peers "$CB_PEERS" --slots $SLOTS --elems $ELEMS \
-			--scale $SCALE --dtype f32 --op sum --min-bytes "$MIN_B" --max-bytes "$MAX_B" \
+			--scale $SCALE --dtype "$DTYPE" --op sum --min-bytes "$MIN_B" --max-bytes "$MAX_B" \
 			--iters "$ITERS" --warmup "$WARMUP" --sync --check --check-every 0 --path "$path" \
-			--threshold 0 --first-seq "$SEQ" >"$WORK/$label.h$i.log" 2>&1 &
+			--threshold 0 --first-seq "$SEQ" --tensor "$tensor" --wire "$wire" \
+			--threads "$THREADS" >"$WORK/$label.h$i.log" 2>&1 &
 		PIDS+=($!)
 	done
 	watch_pids "$label" "$WORK/$label.h1.log"
@@ -226,6 +275,47 @@ run_agent() {
 		awk -v b="$b" '$1 == b { if ($6 > t) t = $6; if (p == "") p = $5 } END { print b, t, p }' \
 			"$WORK/$label".h*.log
 	done >"$WORK/$label.t"
+}
+
+# gloo on every host (f32): LABEL N
+run_gloo() {
+	local label=$1 n=$2 i ok=1
+	PIDS=()
+	for ((i = 1; i <= n; i++)); do
+		GLOO_SOCKET_IFNAME=eth0 timeout -k 5 1200 ip netns exec "$(eval "echo \$TB_NS_$i")" \
+			/usr/bin/python3 "$ROOT/bench/gloo_allreduce.py" --rank $((i - 1)) --world "$n" \
+			--master "$TB_IP_1:$((PORT + 100))" --min-bytes "$MIN_B" --max-bytes "$MAX_B" \
+			--iters "$ITERS" --warmup "$WARMUP" >"$WORK/$label.h$i.log" 2>&1 &
+		PIDS+=($!)
+	done
+	watch_pids "$label" "$WORK/$label.h1.log"
+	for ((i = 1; i <= n; i++)); do
+		if ! wait "${PIDS[$((i - 1))]}"; then
+			ok=0
+			echo "---- $label: host $i failed:" >&2
+			tail -n 15 "$WORK/$label.h$i.log" >&2
+		fi
+	done
+	PIDS=()
+	[ $ok -eq 1 ] || die "$label failed"
+	for b in "${SIZES[@]}"; do
+		awk -v b="$b" '$1 == b { if ($6 > t) t = $6 } END { print b, t, "gloo" }' "$WORK/$label".h*.log
+	done >"$WORK/$label.t"
+}
+
+# the switch's counters now: "rx_bytes tx_bytes DATA retx" (every port, every
+# session; DATA: counted, resends, duplicates, stale, inconsistent)
+switch_counters() {
+	"$CTL" -s "$CTL_ADDR" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+ports = r.get("ports", [])
+ss = r.get("sessions", [])
+print(sum(p["rx_bytes"] for p in ports), sum(p["tx_bytes"] for p in ports),
+      sum(s.get(k, 0) for s in ss for k in ("data_rx", "resends", "duplicates", "stale",
+                                            "inconsistent")),
+      sum(s.get("retx", 0) for s in ss))' ||
+		echo "0 0 0 0"
 }
 
 run_mpi() {
@@ -263,69 +353,144 @@ EOF
 		"$WORK/$label.log" >"$WORK/$label.t" || die "$label: wrong elements"
 }
 
-[ -z "$CSV" ] || echo "ranks,bytes,cais_us,ring_us,mpi_us,cais_vs_ring,cais_vs_mpi,cais_path" >"$CSV"
+COLS=()
+for w in "${WIRE_LIST[@]}"; do COLS+=("cais-$w"); done
+COLS+=(ring)
+[ "$GLOO" -eq 0 ] || COLS+=(gloo)
+[ "$MPI" -eq 0 ] || COLS+=(mpi)
+# elements each host sends one way over a whole run (warm-up included)
+ELEMS_RUN=0
+for b in "${SIZES[@]}"; do ELEMS_RUN=$((ELEMS_RUN + (ITERS + WARMUP) * b / ESIZE)); done
+if [ -n "$CSV" ]; then
+	{
+		printf 'ranks,bytes'
+		for c in "${COLS[@]}"; do printf ',%s_us' "${c//-/_}"; done
+		for w in "${WIRE_LIST[@]}"; do
+			printf ',cais_%s_path,cais_%s_retx_share,cais_%s_up_B_per_elem,cais_%s_down_B_per_elem' \
+				"$w" "$w" "$w" "$w"
+		done
+		echo
+	} >"$CSV"
+fi
 SUMMARY=()
+CTL_ADDR="127.0.0.1:$((20000 + $$ % 30000))"
 for n in "${RANK_LIST[@]}"; do
-	say "$n ranks: testbed $NAME ($n hosts), cais-switch, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up)"
+	say "$n ranks: testbed $NAME ($n hosts), cais-switch, $DTYPE, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up), ways: ${COLS[*]}"
 	TB_UP=1
 	bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$n" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 		{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
 	eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
-	cb_members "$n" "$PORT"
-	cat >"$WORK/config.json" <<EOF
+	cb_members "$n" "$PORT" "$THREADS"
+	# tensor 1: FIXED32 at scale SCALE; tensor 2: BLOCK16 (E4: its scale is the floor)
+	cat >"$WORK/config.json" <<JSON
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $n, "slots": $SLOTS,
     "elems_per_packet": $ELEMS, "members": [$CB_MEMBERS]}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}}
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "sum",
+    "scale": 16777216, "wire": "block16"}}
 ]
-EOF
+JSON
 	cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.$n.log" "$n" --config "$WORK/config.json" \
-		--stats-period 0 || die "cais-switch did not start"
+		--stats-period 0 --ctl "$CTL_ADDR" ${IDLE_SLEEP:+--idle-sleep-us "$IDLE_SLEEP"} ||
+		die "cais-switch did not start"
 	SEQ=0
-	say "    cais (in-network)"
-	run_agent "cais.$n" auto "$n"
+	WIRE_NOTES=()
+	for w in "${WIRE_LIST[@]}"; do
+		say "    cais-$w (in-network, $THREADS flow(s) per rank)"
+		read -r rx0 tx0 d0 r0 <<<"$(switch_counters)"
+		tensor=1
+		[ "$w" = fixed32 ] || tensor=2
+		run_agent "cais-$w.$n" auto "$n" "$tensor" "$w"
+		read -r rx1 tx1 d1 r1 <<<"$(switch_counters)"
+		# the retransmitted share of DATA; bytes per element per host each
+		# way, frames and their headers included (and the --sync line-ups,
+		# forwarded through the same ports)
+		awk -v d=$((d1 - d0)) -v r=$((r1 - r0)) -v up=$((rx1 - rx0)) -v down=$((tx1 - tx0)) \
+			-v e=$((ELEMS_RUN * n)) 'BEGIN { printf "%.4f %.3f %.3f\n", d ? r / d : 0, up / e, down / e }' \
+			>"$WORK/cais-$w.$n.wire"
+		read -r share up down <"$WORK/cais-$w.$n.wire"
+		WIRE_NOTES+=("cais-$w: DATA $((d1 - d0)), retransmitted $((r1 - r0)) ($(awk -v s="$share" 'BEGIN { printf "%.2f%%", 100 * s }')); bytes per element per host: $up up, $down down")
+	done
 	say "    ring (the agent's fallback)"
-	run_agent "ring.$n" ring "$n"
+	run_agent "ring.$n" ring "$n" 1 fixed32
+	if [ "$GLOO" -eq 1 ]; then
+		say "    gloo (torch.distributed all_reduce, TCP)"
+		run_gloo "gloo.$n" "$n"
+	fi
 	if [ "$MPI" -eq 1 ]; then
 		say "    mpi (OpenMPI MPI_Allreduce, TCP)"
 		run_mpi "mpi.$n" "$n"
-	else
-		for b in "${SIZES[@]}"; do echo "$b 0 -"; done >"$WORK/mpi.$n.t"
 	fi
+	IDLE=$("$CTL" -s "$CTL_ADDR" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print("idle_sleep_us %s, %s sleeps, %.1f s asleep of %.1f s up" % (r.get("idle_sleep_us"),
+      r.get("idle_sleeps"), r.get("idle_s", 0), r.get("uptime_s", 0)))' || true)
 	cb_switch_stop 10
 	[ "$CB_SW_RC" -eq 0 ] || die "cais-switch exited with status $CB_SW_RC"
-	# what the in-network runs cost the switch: retransmissions, and which were needless
 	SWLINE=$(grep -m1 -o 'CAIS: DATA .*' "$WORK/switch.$n.log" | sed 's/, completion.*//' || true)
-	RETX=$(grep -h -o ' retx=[0-9]*' "$WORK/cais.$n".h*.log | cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }')
 	bash "$ROOT/scripts/testbed.sh" down --name "$NAME" >/dev/null 2>&1
 	TB_UP=0
 
-	echo
-	echo "  ---------- all-reduce (float, sum), $n ranks through cais-switch: median ms ----------"
-	printf '  %6s | %10s %10s %10s | %9s %9s | %s\n' size cais ring mpi "ring/cais" "mpi/cais" "cais path"
-	paste -d' ' "$WORK/cais.$n.t" "$WORK/ring.$n.t" "$WORK/mpi.$n.t" >"$WORK/all.$n"
-	while read -r b tc pc _ tr _ _ tm _; do
-		awk -v n="$n" -v b="$b" -v s="$(cb_human "$b")" -v c="$tc" -v r="$tr" -v m="$tm" -v p="$pc" -v csv="$CSV" 'BEGIN {
-			sr = r / c; sm = (m > 0) ? m / c : 0
-			printf "  %6s | %10.2f %10.2f %10s | %8.2fx %9s | %s\n", s, c / 1000, r / 1000,
-				(m > 0) ? sprintf("%.2f", m / 1000) : "-", sr, (m > 0) ? sprintf("%.2fx", sm) : "-", p
-			if (csv != "")
-				printf "%d,%d,%.1f,%.1f,%.1f,%.4f,%.4f,%s\n", n, b, c, r, m, sr, sm, p >> csv
-		}'
-	done <"$WORK/all.$n"
-	# crossover: the smallest size from which cais wins at every larger size
-	for col in ring mpi; do
-		x=$(awk -v col="$col" '{ t = (col == "ring") ? $5 : $8; w[NR] = (t > 0 && $2 < t); b[NR] = $1 }
-			END { c = ""; for (i = NR; i >= 1 && w[i]; i--) c = b[i]; print c }' "$WORK/all.$n")
-		if [ "$MPI" -eq 0 ] && [ "$col" = mpi ]; then continue; fi
-		SUMMARY+=("$n ranks: cais faster than $col from $( [ -n "$x" ] && cb_human "$x" || echo 'no size')")
+	# one row per size: bytes, then each column's time and path
+	: >"$WORK/all.$n"
+	for b in "${SIZES[@]}"; do
+		row="$b"
+		for c in "${COLS[@]}"; do
+			row+=" $(awk -v b="$b" '$1 == b { print $2, $3 }' "$WORK/$c.$n.t")"
+		done
+		echo "$row" >>"$WORK/all.$n"
 	done
-	echo "  (cais path: switch = every iteration in-network; mixed(K/N,REASON) or ring(REASON): the"
+	echo
+	echo "  ---------- all-reduce ($DTYPE, sum), $n ranks through cais-switch: median ms ----------"
+	awk -v n="$n" -v cols="${COLS[*]}" -v nw="${#WIRE_LIST[@]}" -v csv="$CSV" -v wdir="$WORK" '
+	function human(b) {
+		return b >= 1048576 && b % 1048576 == 0 ? b / 1048576 "M" : (b >= 1024 && b % 1024 == 0 ? b / 1024 "K" : b)
+	}
+	BEGIN {
+		nc = split(cols, c, " ")
+		printf "  %6s |", "size"
+		for (i = 1; i <= nc; i++) printf " %12s", c[i]
+		printf " |"
+		for (w = 1; w <= nw; w++) for (i = nw + 1; i <= nc; i++) printf " %10s", c[i] "/" substr(c[w], 6, 3)
+		if (nw == 2) printf " %10s", "fix/blo"
+		printf " | paths\n"
+		for (w = 1; w <= nw; w++) {
+			getline line < (wdir "/" c[w] "." n ".wire")
+			split(line, a, " ")
+			share[w] = a[1]; up[w] = a[2]; down[w] = a[3]
+		}
+	}
+	{
+		printf "  %6s |", human($1)
+		for (i = 1; i <= nc; i++) { t[i] = $(2 * i); p[i] = $(2 * i + 1); printf " %12.2f", t[i] / 1000 }
+		printf " |"
+		for (w = 1; w <= nw; w++) for (i = nw + 1; i <= nc; i++) printf " %9.2fx", t[i] / t[w]
+		if (nw == 2) printf " %9.2fx", t[1] / t[2]
+		printf " |"
+		for (w = 1; w <= nw; w++) printf " %s", p[w]
+		printf "\n"
+		if (csv != "") {
+			printf "%d,%d", n, $1 >> csv
+			for (i = 1; i <= nc; i++) printf ",%.1f", t[i] >> csv
+			for (w = 1; w <= nw; w++) printf ",%s,%s,%s,%s", p[w], share[w], up[w], down[w] >> csv
+			printf "\n" >> csv
+		}
+	}' "$WORK/all.$n"
+	# crossover: the smallest size from which in-network wins at every larger size
+	for ((w = 0; w < ${#WIRE_LIST[@]}; w++)); do
+		for ((c = ${#WIRE_LIST[@]}; c < ${#COLS[@]}; c++)); do
+			x=$(awk -v a=$((2 * w + 2)) -v o=$((2 * c + 2)) '{ win[NR] = ($a < $o); b[NR] = $1 }
+				END { s = ""; for (i = NR; i >= 1 && win[i]; i--) s = b[i]; print s }' "$WORK/all.$n")
+			SUMMARY+=("$n ranks: ${COLS[$w]} faster than ${COLS[$c]} from $([ -n "$x" ] && cb_human "$x" || echo 'no size')")
+		done
+	done
+	echo "  (paths: switch = every iteration in-network; mixed(K/N,REASON) or ring(REASON): the"
 	echo "   agent's fallbacks, as cais-allreduce-perf reports them)"
+	for l in "${WIRE_NOTES[@]}"; do echo "  $l"; done
 	echo "  switch, whole run: $SWLINE"
-	echo "  (retransmissions: DATA sent again after the agent's timer; resends: into a complete"
-	echo "   round, answered with the stored RESULT; duplicates: into the open round they had"
-	echo "   already joined. The agents' own count of retransmissions, in-network runs: $RETX)"
+	[ -z "$IDLE" ] || echo "  switch lcore: $IDLE"
 	echo
 done
 say "done"

@@ -6,8 +6,10 @@
 # testbed's variables in the environment (eval "$(testbed.sh env --name N)").
 #
 #   cb_vdevs N                 -> CB_VDEVS: one net_af_packet vdev per host port
-#   cb_members N PORT          -> CB_MEMBERS (session.add members, JSON) and
-#                                 CB_PEERS (IP:PORT,..., rank order)
+#   cb_members N PORT [FLOWS]  -> CB_MEMBERS (session.add members, JSON; with
+#                                 FLOWS > 1 each member's "ports": PORT..PORT +
+#                                 FLOWS - 1, PROTOCOL.md E7) and CB_PEERS
+#                                 (IP:PORT,..., rank order)
 #   cb_switch_start SWITCH PREFIX LOG N ARGS...
 #                              -> starts SWITCH on the N hosts' ports with the
 #                                 app options ARGS (after --agg-ip), waits up to
@@ -51,7 +53,7 @@ cb_members() {
 	CB_MEMBERS="" CB_PEERS=""
 	for ((i = 1; i <= $1; i++)); do
 		ip=$(eval "echo \$TB_IP_$i")
-		CB_MEMBERS+="${CB_MEMBERS:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$ip\", \"port\": $2}"
+		CB_MEMBERS+="${CB_MEMBERS:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$ip\", \"port\": $2${3:+, \"ports\": $3}}"
 		CB_PEERS+="${CB_PEERS:+,}$ip:$2"
 	done
 }
