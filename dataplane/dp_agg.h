@@ -18,8 +18,8 @@
  * exponent in 0..CAIS_B16_EMAX at which every acc_i / 2^e rounds (to nearest,
  * ties to even) into -32767..32767, writes it, zero padding, and the m_i.
  *
- * AVX2 versions are chosen at run time where the CPU has AVX2, scalar ones
- * otherwise; both give the same bits.
+ * AVX-512 (FIXED32; BLOCK16 as AVX2) or AVX2 versions are chosen at run
+ * time where the CPU has them, scalar ones otherwise; all give the same bits.
  */
 #ifndef DP_AGG_H
 #define DP_AGG_H
@@ -61,7 +61,13 @@ extern const struct dp_agg_kernels dp_agg_scalar;
 /** @return the AVX2 kernels, or NULL when this CPU or build has no AVX2. */
 const struct dp_agg_kernels *dp_agg_avx2(void);
 
-/** @return the best kernels for this CPU (AVX2, else scalar). */
+/**
+ * @return the AVX-512 kernels (F and BW: FIXED32; BLOCK16 AVX2's), or NULL
+ *         when this CPU or build lacks them.
+ */
+const struct dp_agg_kernels *dp_agg_avx512(void);
+
+/** @return the best kernels for this CPU (AVX-512, else AVX2, else scalar). */
 const struct dp_agg_kernels *dp_agg_best(void);
 
 #endif /* DP_AGG_H */

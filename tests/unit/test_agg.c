@@ -50,13 +50,18 @@ be_at(const uint8_t *p, unsigned int i)
 	return (int32_t)ntohl(w);
 }
 
-/* The kernel sets to check: scalar, and AVX2 where the CPU has it. */
+/* The kernel sets to check: scalar, then AVX2 and AVX-512 where the CPU has them. */
 static unsigned int
-kernel_sets(const struct dp_agg_kernels *ks[2])
+kernel_sets(const struct dp_agg_kernels *ks[3])
 {
+	unsigned int n = 1;
+
 	ks[0] = &dp_agg_scalar;
-	ks[1] = dp_agg_avx2();
-	return ks[1] ? 2 : 1;
+	if ((ks[n] = dp_agg_avx2()) != NULL)
+		n++;
+	if ((ks[n] = dp_agg_avx512()) != NULL)
+		n++;
+	return n;
 }
 
 /* Fold with a reduce op: 0 sum, 1 max, 2 min. */
@@ -152,7 +157,25 @@ t_avx2(void **state)
 		assert_ptr_equal(dp_agg_best(), &dp_agg_scalar);
 		return;
 	}
+	if (!dp_agg_avx512())
+		assert_ptr_equal(dp_agg_best(), k);
+	run_all(k);
+}
+
+/* AVX-512 FIXED32 against the reference, every size, op and payload count. */
+static void
+t_avx512(void **state)
+{
+	const struct dp_agg_kernels *k = dp_agg_avx512();
+
+	(void)state;
+	if (!k) {
+		print_message("no AVX-512 on this CPU: checking that it is not chosen\n");
+		assert_int_not_equal(strcmp(dp_agg_best()->name, "avx512"), 0);
+		return;
+	}
 	assert_ptr_equal(dp_agg_best(), k);
+	assert_ptr_equal(k->wire[CAIS_DT_BLOCK16], dp_agg_avx2()->wire[CAIS_DT_BLOCK16]);
 	run_all(k);
 }
 
@@ -160,7 +183,7 @@ t_avx2(void **state)
 static void
 t_saturation(void **state)
 {
-	const struct dp_agg_kernels *ks[2];
+	const struct dp_agg_kernels *ks[3];
 	unsigned int nk = kernel_sets(ks);
 	int64_t acc[9];
 	uint8_t out[36];
@@ -185,6 +208,15 @@ t_saturation(void **state)
 		acc[8] = (int64_t)INT32_MAX * 3;
 		assert_true(f32->store(out, acc, 9));
 		assert_int_equal(be_at(out, 8), INT32_MAX);
+		/* one vector lane alone, below and then above the range */
+		for (int i = 0; i < 9; i++)
+			acc[i] = 7;
+		acc[3] = (int64_t)INT32_MIN - 1;
+		assert_true(f32->store(out, acc, 9));
+		assert_int_equal(be_at(out, 3), INT32_MIN);
+		acc[3] = (int64_t)INT32_MAX + 1;
+		assert_true(f32->store(out, acc, 9));
+		assert_int_equal(be_at(out, 3), INT32_MAX);
 	}
 }
 
@@ -358,7 +390,7 @@ t_b16_same_bits(void **state)
 	static uint8_t wire[B16_BYTES], out[2][B16_BYTES];
 	static int64_t acc[2][MAXN];
 	static struct b16 x;
-	const struct dp_agg_kernels *ks[2];
+	const struct dp_agg_kernels *ks[3];
 
 	(void)state;
 	if (kernel_sets(ks) < 2) {
@@ -395,7 +427,7 @@ t_b16_same_bits(void **state)
 static void
 expect_store(const int64_t *acc, unsigned int n, unsigned int want_e, const int16_t *want_m)
 {
-	const struct dp_agg_kernels *ks[2];
+	const struct dp_agg_kernels *ks[3];
 	unsigned int nk = kernel_sets(ks);
 	uint8_t out[4 + 2 * CAIS_B16_BLOCK];
 
@@ -490,7 +522,7 @@ t_b16_store_random(void **state)
 {
 	static int64_t acc[MAXN];
 	static uint8_t out[B16_BYTES], want[B16_BYTES];
-	const struct dp_agg_kernels *ks[2];
+	const struct dp_agg_kernels *ks[3];
 	unsigned int nk = kernel_sets(ks);
 
 	(void)state;
@@ -533,7 +565,7 @@ t_b16_extreme_sum(void **state)
 {
 	static struct b16 x;
 	static uint8_t wire[B16_BYTES];
-	const struct dp_agg_kernels *ks[2];
+	const struct dp_agg_kernels *ks[3];
 	unsigned int nk = kernel_sets(ks);
 	int64_t acc[40];
 	int16_t want[40];
@@ -574,7 +606,7 @@ t_b16_overflow(void **state)
 {
 	static struct b16 x;
 	static uint8_t wire[B16_BYTES];
-	const struct dp_agg_kernels *ks[2];
+	const struct dp_agg_kernels *ks[3];
 	unsigned int nk = kernel_sets(ks);
 	static int64_t acc[70];
 
@@ -614,6 +646,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_scalar),		 cmocka_unit_test(t_avx2),
+	    cmocka_unit_test(t_avx512),
 	    cmocka_unit_test(t_saturation),	 cmocka_unit_test(t_b16_scalar),
 	    cmocka_unit_test(t_b16_avx2),	 cmocka_unit_test(t_b16_same_bits),
 	    cmocka_unit_test(t_b16_rounding),	 cmocka_unit_test(t_b16_store_random),
