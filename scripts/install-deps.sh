@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install what CAIS needs to build and test on Debian 12, only what is missing.
-# Usage: scripts/install-deps.sh [--fuzz] [--bench]
+# Usage: scripts/install-deps.sh [--fuzz] [--bench] [--python]
 #   (as root; --fuzz adds clang for libFuzzer; --bench adds OpenMPI, the
-#   end-to-end benchmark's baseline, and gnuplot for the benchmarks' plots)
+#   end-to-end benchmark's baseline, and gnuplot for the benchmarks' plots;
+#   --python adds PyTorch (CPU) and numpy for /usr/bin/python3: the package
+#   python/cais, its tests and examples/)
 set -euo pipefail
 
 pkgs=(build-essential meson ninja-build pkg-config python3
@@ -12,12 +14,13 @@ for a in "$@"; do
 	case "$a" in
 	--fuzz) pkgs+=(clang llvm libclang-rt-14-dev) ;;
 	--bench) pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox) ;;
+	--python) pkgs+=(python3-torch python3-numpy) ;;
 	-h | --help)
-		sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
-		echo "install-deps: unknown argument '$a' (--fuzz, --bench)" >&2
+		echo "install-deps: unknown argument '$a' (--fuzz, --bench, --python)" >&2
 		exit 2
 		;;
 	esac

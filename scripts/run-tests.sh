@@ -55,7 +55,7 @@ setup_build() { # dir [meson options...]
 }
 
 if [ $install -eq 1 ]; then
-	stage "install dependencies" ./scripts/install-deps.sh --fuzz --bench || exit 1
+	stage "install dependencies" ./scripts/install-deps.sh --fuzz --bench --python || exit 1
 fi
 stage "build" setup_build build -Dtests=enabled || exit 1
 stage "unit and integration tests" meson test -C build --print-errorlogs --num-processes 1
