@@ -303,8 +303,9 @@ run_gloo() {
 	done >"$WORK/$label.t"
 }
 
-# the switch's counters now: "rx_bytes tx_bytes DATA retx" (every port, every
-# session; DATA: counted, resends, duplicates, stale, inconsistent)
+# the switch's counters now: "rx_bytes tx_bytes DATA retx lost" (every port,
+# every session; DATA: counted, resends, duplicates, stale, inconsistent;
+# lost: frames the ports dropped, RX missed and TX dropped)
 switch_counters() {
 	"$CTL" -s "$CTL_ADDR" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
@@ -314,8 +315,9 @@ ss = r.get("sessions", [])
 print(sum(p["rx_bytes"] for p in ports), sum(p["tx_bytes"] for p in ports),
       sum(s.get(k, 0) for s in ss for k in ("data_rx", "resends", "duplicates", "stale",
                                             "inconsistent")),
-      sum(s.get("retx", 0) for s in ss))' ||
-		echo "0 0 0 0"
+      sum(s.get("retx", 0) for s in ss),
+      sum(p.get("rx_missed", 0) + p.get("tx_dropped", 0) for p in ports))' ||
+		echo "0 0 0 0 0"
 }
 
 run_mpi() {
@@ -398,11 +400,11 @@ JSON
 	WIRE_NOTES=()
 	for w in "${WIRE_LIST[@]}"; do
 		say "    cais-$w (in-network, $THREADS flow(s) per rank)"
-		read -r rx0 tx0 d0 r0 <<<"$(switch_counters)"
+		read -r rx0 tx0 d0 r0 l0 <<<"$(switch_counters)"
 		tensor=1
 		[ "$w" = fixed32 ] || tensor=2
 		run_agent "cais-$w.$n" auto "$n" "$tensor" "$w"
-		read -r rx1 tx1 d1 r1 <<<"$(switch_counters)"
+		read -r rx1 tx1 d1 r1 l1 <<<"$(switch_counters)"
 		# the retransmitted share of DATA; bytes per element per host each
 		# way, frames and their headers included (and the --sync line-ups,
 		# forwarded through the same ports)
@@ -410,7 +412,7 @@ JSON
 			-v e=$((ELEMS_RUN * n)) 'BEGIN { printf "%.4f %.3f %.3f\n", d ? r / d : 0, up / e, down / e }' \
 			>"$WORK/cais-$w.$n.wire"
 		read -r share up down <"$WORK/cais-$w.$n.wire"
-		WIRE_NOTES+=("cais-$w: DATA $((d1 - d0)), retransmitted $((r1 - r0)) ($(awk -v s="$share" 'BEGIN { printf "%.2f%%", 100 * s }')); bytes per element per host: $up up, $down down")
+		WIRE_NOTES+=("cais-$w: DATA $((d1 - d0)), retransmitted $((r1 - r0)) ($(awk -v s="$share" 'BEGIN { printf "%.2f%%", 100 * s }')); bytes per element per host: $up up, $down down; frames the switch's ports dropped: $((l1 - l0))")
 	done
 	say "    ring (the agent's fallback)"
 	run_agent "ring.$n" ring "$n" 1 fixed32
