@@ -277,19 +277,39 @@ load_avx512(int64_t *acc, const void *payload, unsigned int n)
 	return load_scalar(acc + i, p + 4 * i, n - i);
 }
 
+/* acc[i] op= element i, op 0 sum, 1 max, 2 min (constant where inlined) */
+AVX512 static inline void
+fold16(int64_t *acc, const uint8_t *p, int op)
+{
+	__m512i lo, hi, a0 = _mm512_loadu_si512(acc), a1 = _mm512_loadu_si512(acc + 8);
+
+	ld16(p, &lo, &hi);
+	switch (op) {
+	case 0:
+		a0 = _mm512_add_epi64(a0, lo);
+		a1 = _mm512_add_epi64(a1, hi);
+		break;
+	case 1:
+		a0 = _mm512_max_epi64(a0, lo);
+		a1 = _mm512_max_epi64(a1, hi);
+		break;
+	default:
+		a0 = _mm512_min_epi64(a0, lo);
+		a1 = _mm512_min_epi64(a1, hi);
+		break;
+	}
+	_mm512_storeu_si512(acc, a0);
+	_mm512_storeu_si512(acc + 8, a1);
+}
+
 AVX512 static bool
 sum_avx512(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
 	unsigned int i = 0;
-	__m512i lo, hi;
 
-	for (; i + 16 <= n; i += 16) {
-		ld16(p + 4 * i, &lo, &hi);
-		_mm512_storeu_si512(acc + i, _mm512_add_epi64(_mm512_loadu_si512(acc + i), lo));
-		_mm512_storeu_si512(acc + i + 8,
-				    _mm512_add_epi64(_mm512_loadu_si512(acc + i + 8), hi));
-	}
+	for (; i + 16 <= n; i += 16)
+		fold16(acc + i, p + 4 * i, 0);
 	return sum_scalar(acc + i, p + 4 * i, n - i);
 }
 
@@ -298,14 +318,9 @@ max_avx512(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
 	unsigned int i = 0;
-	__m512i lo, hi;
 
-	for (; i + 16 <= n; i += 16) {
-		ld16(p + 4 * i, &lo, &hi);
-		_mm512_storeu_si512(acc + i, _mm512_max_epi64(_mm512_loadu_si512(acc + i), lo));
-		_mm512_storeu_si512(acc + i + 8,
-				    _mm512_max_epi64(_mm512_loadu_si512(acc + i + 8), hi));
-	}
+	for (; i + 16 <= n; i += 16)
+		fold16(acc + i, p + 4 * i, 1);
 	return max_scalar(acc + i, p + 4 * i, n - i);
 }
 
@@ -314,14 +329,9 @@ min_avx512(int64_t *acc, const void *payload, unsigned int n)
 {
 	const uint8_t *p = payload;
 	unsigned int i = 0;
-	__m512i lo, hi;
 
-	for (; i + 16 <= n; i += 16) {
-		ld16(p + 4 * i, &lo, &hi);
-		_mm512_storeu_si512(acc + i, _mm512_min_epi64(_mm512_loadu_si512(acc + i), lo));
-		_mm512_storeu_si512(acc + i + 8,
-				    _mm512_min_epi64(_mm512_loadu_si512(acc + i + 8), hi));
-	}
+	for (; i + 16 <= n; i += 16)
+		fold16(acc + i, p + 4 * i, 2);
 	return min_scalar(acc + i, p + 4 * i, n - i);
 }
 
