@@ -21,9 +21,14 @@
  * Prints a testpmd-like table and writes CSV.
  *
  *   bench_pipeline [--elems 64,256,1024,2048] [--ranks 2,4,8,16] [--seconds S]
- *                  [--wire fixed32,block16] [--csv FILE] [--quick]
+ *                  [--wire fixed32,block16] [--csv FILE] [--quick] [--lcores 1,2]
+ *
+ * --lcores: the scaling table instead (measure_lcores()): the pipeline on k
+ * lcores at once, each lcore its share of every batch as RSS would spread the
+ * flows, handoffs between them included.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,7 +39,10 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_pause.h>
+#include <rte_ring.h>
 #include <rte_mbuf.h>
 
 #include "bench_args.h"
@@ -46,6 +54,8 @@
 #define BATCH	 4096 /* mbufs prepared per timed batch */
 #define SLOTS	 1024 /* the session's pool: rounds in flight in the slot arrays */
 #define MAX_LIST 16
+#define MAX_PAYLOAD (4 * CAIS_MAX_ELEMS)
+#define MAX_LC	 4 /* lcores of the scaling table */
 
 struct tx_count {
 	uint64_t pkts, bytes;
@@ -53,9 +63,8 @@ struct tx_count {
 	size_t plen;
 	bool check; /* sample what is sent (the pipeline's RESULTs) */
 	uint64_t checked, bad;
-};
-
-#define MAX_PAYLOAD (4 * CAIS_MAX_ELEMS)
+	uint8_t pb[MAX_PAYLOAD]; /* a sampled RESULT's payload */
+} __rte_cache_aligned;
 
 static uint16_t
 tx_free(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
@@ -67,7 +76,7 @@ tx_free(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16
 	for (uint16_t i = 0; i < n; i++) {
 		t->bytes += pkts[i]->pkt_len;
 		if (t->check && ((t->pkts + i) & 1023) == 0) { /* a sample: is it the sum? */
-			static uint8_t pb[MAX_PAYLOAD];
+			uint8_t *pb = t->pb;
 			struct cais_hdr hb;
 			const struct cais_hdr *h =
 			    rte_pktmbuf_read(pkts[i], CAIS_FRAME_HDR_OFF, sizeof(hb), &hb);
@@ -84,6 +93,13 @@ tx_free(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16
 	t->pkts += n;
 	rte_pktmbuf_free_bulk(pkts, n);
 	return n;
+}
+
+/* With several lcores: the TX queue is the lcore's index, each its own counters. */
+static uint16_t
+tx_free_q(void *ctx, uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
+{
+	return tx_free((struct tx_count *)ctx + queue, port, queue, pkts, n);
 }
 
 static struct tf_end agg, host[16];
@@ -106,9 +122,9 @@ addresses(void)
 }
 
 static void
-eal(bool huge)
+eal(bool huge, unsigned int lcores)
 {
-	char prefix[64];
+	char prefix[64], cores[16];
 	char *argv[] = {"bench_pipeline",
 			"--no-pci",
 			"--no-shconf",
@@ -116,7 +132,7 @@ eal(bool huge)
 			prefix,
 			"--log-level=error",
 			"-l",
-			"0",
+			cores,
 			"--no-huge",
 			"-m",
 			"1536",
@@ -124,6 +140,7 @@ eal(bool huge)
 	int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
 
 	snprintf(prefix, sizeof(prefix), "--file-prefix=cais-bench-%d", (int)getpid());
+	snprintf(cores, sizeof(cores), "0-%u", lcores - 1);
 	if (huge)
 		argc -= 3; /* what the machine has reserved (/proc/sys/vm/nr_hugepages) */
 	if (rte_eal_init(argc, argv) < 0) {
@@ -136,7 +153,9 @@ struct setup {
 	struct dp_switch *sw;
 	struct rte_mempool *in;
 	struct tx_count tx;
-	unsigned int n, e;
+	struct tx_count txq[MAX_LC]; /* with k lcores (measure_lcores()) */
+	unsigned int n, e, k;
+	int spread; /* enum spread, with k lcores */
 	uint8_t wire;		   /* CAIS_DT_* of the tensor and the DATA */
 	size_t plen;		   /* DATA and RESULT payload bytes */
 	uint8_t want[MAX_PAYLOAD]; /* the RESULT payload */
@@ -217,13 +236,16 @@ templates(struct setup *s)
 }
 
 static int
-setup(struct setup *s, uint8_t wire, unsigned int n, unsigned int e, unsigned int id)
+setup(struct setup *s, uint8_t wire, unsigned int n, unsigned int e, unsigned int lcores,
+      unsigned int id)
 {
 	struct dp_switch_conf c = {0};
 	char name[32], json[4096];
-	int k;
+	int k = 0;
+	unsigned int lc;
 
 	memset(s, 0, offsetof(struct setup, want));
+	s->k = lcores;
 	s->n = n;
 	s->e = e;
 	s->wire = wire;
@@ -233,13 +255,17 @@ setup(struct setup *s, uint8_t wire, unsigned int n, unsigned int e, unsigned in
 	memcpy(c.agg_mac.addr_bytes, agg.mac, 6);
 	c.udp_port = CAIS_UDP_PORT;
 	c.n_ports = (uint16_t)n;
-	c.n_lcores = 1;
+	c.n_lcores = lcores;
+	RTE_LCORE_FOREACH(lc) /* the first ones of -l 0-(k-1) */
+		if (k < (int)lcores)
+			c.lcore_ids[k++] = lc;
+	k = 0;
 	c.mbufs = 2048;
 	c.hdr_mbufs = 16384;
 	c.socket = SOCKET_ID_ANY;
 	c.name = name;
-	c.tx = tx_free;
-	c.tx_ctx = &s->tx;
+	c.tx = lcores > 1 ? tx_free_q : tx_free;
+	c.tx_ctx = lcores > 1 ? (void *)s->txq : (void *)&s->tx;
 	s->sw = dp_switch_create(&c);
 	snprintf(name, sizeof(name), "b%u_in", id);
 	s->in = rte_pktmbuf_pool_create(
@@ -268,6 +294,11 @@ setup(struct setup *s, uint8_t wire, unsigned int n, unsigned int e, unsigned in
 	if (ctl(s->sw, json))
 		return -1;
 	templates(s);
+	for (unsigned int q = 0; q < MAX_LC; q++) {
+		s->txq[q].want = s->want;
+		s->txq[q].plen = s->plen;
+		s->txq[q].check = true;
+	}
 	return 0;
 }
 
@@ -435,7 +466,7 @@ static void
 usage(void)
 {
 	printf("Usage: bench_pipeline [--elems LIST] [--ranks LIST] [--wire LIST] [--seconds S]\n"
-	       "                      [--csv FILE] [--quick]\n"
+	       "                      [--csv FILE] [--quick] [--lcores 1,2]\n"
 	       "The switch's pipeline on one lcore (dp_lcore_input + flush, RESULT generation\n"
 	       "included) against plain forwarding of the same packets and the bare add kernel\n"
 	       "(the memory-bound limit; for BLOCK16 with each round's RESULT stored): Mpps,\n"
@@ -445,7 +476,10 @@ usage(void)
 	       "for 0.02 s (a smoke run).\n"
 	       "--only pipeline|io|kernel|open runs that mode alone (to profile it: perf record).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
-	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n");
+	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n"
+	       "--lcores 1,2: instead, the scaling table: the pipeline on each k lcores of\n"
+	       "the list (it starts with 1, at most the CPUs), traffic spread as RSS would by\n"
+	       "flow, with aligned flows (E7) and with one flow per rank (handoffs).\n");
 }
 
 /* "fixed32,block16" into out[]; @return the count; exit(2) on a bad list. */
@@ -495,7 +529,7 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 	double guard;
 	const char *wn = cais_dtype_name(wire);
 
-	if (!s || setup(s, wire, n, e, id) != 0)
+	if (!s || setup(s, wire, n, e, 1, id) != 0)
 		return 1;
 	/* warm: every slot's accumulator faulted in, MAC table, caches */
 	run(s, warm, pl->seconds / 4, res);
@@ -542,6 +576,195 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 	return 0;
 }
 
+/* ---- several lcores: how the pipeline scales ---- */
+
+/*
+ * How packets reach the lcores, as a NIC's RSS would spread them by flow:
+ * SPREAD_FLOWS, every rank k flows (PROTOCOL.md E7), flow i carrying the seqs
+ * i mod k, so the lcore that receives a packet owns its slot; SPREAD_RANKS,
+ * one flow per rank, rank r on lcore r mod k, so most packets are handed to
+ * their slot's owner over its ring.
+ */
+enum spread { SPREAD_FLOWS, SPREAD_RANKS };
+
+struct lc_work {
+	struct dp_lcore *lc;
+	struct rte_mbuf **pk;
+	unsigned int n;
+	uint64_t t_end;
+};
+
+static atomic_uint lc_go, lc_finished;
+static unsigned int lc_count;
+
+/* Packets other lcores handed to this one: into the pipeline. @return how many */
+static unsigned int
+drain(struct dp_lcore *lc)
+{
+	struct rte_mbuf *pkts[DP_BURST];
+	unsigned int n;
+
+	if (!lc->ring)
+		return 0;
+	n = rte_ring_dequeue_burst(lc->ring, (void **)pkts, DP_BURST, NULL);
+	if (n)
+		dp_lcore_input_owned(lc, pkts, (uint16_t)n);
+	return n;
+}
+
+/*
+ * One lcore's share of a batch, as its poll loop runs it (bursts, then the
+ * handoffs it got, then the flush); then the handoffs until every lcore is
+ * through and its ring is empty.
+ */
+static int
+lc_worker(void *arg)
+{
+	struct lc_work *w = arg;
+
+	while (!atomic_load_explicit(&lc_go, memory_order_acquire))
+		rte_pause();
+	for (unsigned int i = 0; i < w->n; i += DP_BURST) {
+		uint16_t nb = (uint16_t)(w->n - i < DP_BURST ? w->n - i : DP_BURST);
+
+		dp_lcore_input(w->lc, w->pk + i, nb);
+		drain(w->lc);
+		dp_lcore_flush(w->lc);
+	}
+	atomic_fetch_add_explicit(&lc_finished, 1, memory_order_acq_rel);
+	while (atomic_load_explicit(&lc_finished, memory_order_acquire) < lc_count) {
+		drain(w->lc);
+		dp_lcore_flush(w->lc);
+	}
+	while (drain(w->lc))
+		dp_lcore_flush(w->lc);
+	dp_lcore_flush(w->lc);
+	w->t_end = rte_rdtsc();
+	return 0;
+}
+
+/* One batch over s->k lcores; @return the TSC cycles from the start to the last lcore done */
+static uint64_t
+batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
+{
+	static struct rte_mbuf *m[BATCH], *part[MAX_LC][BATCH];
+	struct lc_work w[MAX_LC];
+	unsigned int per = (BATCH / s->n) * s->n, j, lcid;
+	uint64_t t0, end = 0;
+
+	refill(s, m, *seq);
+	for (j = 0; j < s->k; j++)
+		w[j] = (struct lc_work){.lc = &s->sw->lcores[j], .pk = part[j]};
+	for (unsigned int i = 0; i < per; i++) {
+		uint32_t q = *seq + i / s->n;
+
+		j = sp == SPREAD_FLOWS ? q % s->k : (i % s->n) % s->k;
+		w[j].pk[w[j].n++] = m[i];
+	}
+	lc_count = s->k;
+	atomic_store(&lc_go, 0);
+	atomic_store(&lc_finished, 0);
+	for (j = 1; j < s->k; j++) {
+		lcid = s->sw->lcores[j].lcore_id;
+		if (rte_eal_remote_launch(lc_worker, &w[j], lcid) != 0) {
+			fprintf(stderr, "bench_pipeline: lcore %u busy\n", lcid);
+			exit(1);
+		}
+	}
+	t0 = rte_rdtsc();
+	atomic_store_explicit(&lc_go, 1, memory_order_release);
+	lc_worker(&w[0]);
+	rte_eal_mp_wait_lcore();
+	for (j = 0; j < s->k; j++)
+		if (w[j].t_end - t0 > end)
+			end = w[j].t_end - t0;
+	*seq += per / s->n;
+	return end;
+}
+
+/*
+ * The scaling table: for each wire x elems x ranks, the pipeline on 1..K
+ * lcores with both spreads, batch after batch in turn; Mpps (median batch),
+ * the ratio to one lcore, and the share of packets handed over.
+ */
+static int
+measure_lcores(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e,
+	       const unsigned int *ks, unsigned int nk, unsigned int *id)
+{
+	static uint64_t samples[2 * MAX_LIST][MAX_BATCHES];
+	static uint32_t seq = 1;
+	struct setup *s[2 * MAX_LIST];
+	unsigned int nb[2 * MAX_LIST] = {0}, nc = 0, per = (BATCH / n) * n;
+	uint64_t spent[2 * MAX_LIST] = {0}, budget = (uint64_t)(pl->seconds * (double)rte_get_tsc_hz());
+	double one = 0;
+	bool more = true;
+	int rc = 0;
+
+	for (unsigned int a = 0; a < nk; a++)
+		for (int sp = 0; sp < (ks[a] > 1 ? 2 : 1); sp++) {
+			s[nc] = calloc(1, sizeof(struct setup));
+			if (!s[nc] || setup(s[nc], wire, n, e, ks[a], (*id)++) != 0)
+				return 1;
+			s[nc]->spread = sp;
+			s[nc]->tx.check = true;
+			nc++;
+		}
+	while (more) {
+		more = false;
+		for (unsigned int c = 0; c < nc; c++) {
+			uint64_t dt;
+
+			if (spent[c] >= budget || nb[c] == MAX_BATCHES)
+				continue;
+			dt = batch_lcores(s[c], (enum spread)s[c]->spread, &seq);
+			spent[c] += dt;
+			samples[c][nb[c]++] = dt;
+			more = true;
+		}
+	}
+	for (unsigned int c = 0; c < nc; c++) {
+		struct dp_lcore_counters sum = {0};
+		uint64_t res = 0, bad = 0, checked = 0;
+		double mpps;
+
+		qsort(samples[c], nb[c], sizeof(uint64_t), cmp_u64);
+		mpps = (double)per / ((double)samples[c][nb[c] / 2] / (double)rte_get_tsc_hz()) / 1e6;
+		if (s[c]->k == 1)
+			one = mpps;
+		for (unsigned int q = 0; q < s[c]->k; q++) {
+			const struct tx_count *t = s[c]->k > 1 ? &s[c]->txq[q] : &s[c]->tx;
+
+			res += t->pkts;
+			bad += t->bad;
+			checked += t->checked;
+			sum.handoffs += s[c]->sw->lcores[q].c.handoffs;
+			sum.data_rx += s[c]->sw->lcores[q].c.data_rx;
+		}
+		printf("  %7s %5u %5u | %6u %6s | %9.2f %9.1f | %7.2f | %7.1f%%\n",
+		       cais_dtype_name(wire), e, n, s[c]->k,
+		       s[c]->k == 1 ? "-" : s[c]->spread == SPREAD_RANKS ? "ranks" : "flows", mpps,
+		       mpps * 1e6 * (double)s[c]->plen * 8 / 1e9, one > 0 ? mpps / one : 0,
+		       sum.data_rx ? 100.0 * (double)sum.handoffs / (double)sum.data_rx : 0);
+		if (pl->csv)
+			fprintf(pl->csv, "%s,%u,%u,%u,%s,%.4f,%.4f,%.4f\n", cais_dtype_name(wire), e,
+				n, s[c]->k, s[c]->k == 1 ? "-" : s[c]->spread == SPREAD_RANKS ? "ranks" : "flows",
+				mpps, one > 0 ? mpps / one : 0,
+				sum.data_rx ? (double)sum.handoffs / (double)sum.data_rx : 0);
+		if (res != (uint64_t)nb[c] * per || bad || !checked) {
+			fprintf(stderr,
+				"bench_pipeline: %u lcores: wrong output: %" PRIu64
+				" RESULTs for %" PRIu64 " DATA, %" PRIu64 " of %" PRIu64
+				" sampled RESULTs wrong\n",
+				s[c]->k, res, (uint64_t)nb[c] * per, bad, checked);
+			rc = 1;
+		}
+		teardown(s[c]);
+		free(s[c]);
+	}
+	fflush(stdout);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -550,7 +773,9 @@ main(int argc, char **argv)
 	    {"wire", required_argument, NULL, 'w'},  {"seconds", required_argument, NULL, 's'},
 	    {"csv", required_argument, NULL, 'c'},   {"quick", no_argument, NULL, 'q'},
 	    {"only", required_argument, NULL, 'o'},  {"huge", no_argument, NULL, 'H'},
+	    {"lcores", required_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0}};
+	unsigned int lcs[MAX_LIST] = {1}, nl = 0, maxk = 1;
 	unsigned int elems[MAX_LIST] = {64, 256, 1024, 2048}, ranks[MAX_LIST] = {2, 4, 8, 16};
 	uint8_t wires[CAIS_DT_COUNT] = {CAIS_DT_FIXED32};
 	unsigned int ne = 4, nr = 4, nw = 1, id = 0;
@@ -578,6 +803,9 @@ main(int argc, char **argv)
 			break;
 		case 'H':
 			huge = true;
+			break;
+		case 'l':
+			nl = bench_parse_list("bench_pipeline", "--lcores", optarg, lcs, MAX_LIST);
 			break;
 		case 'o':
 			if (!strcmp(optarg, "pipeline"))
@@ -620,16 +848,56 @@ main(int argc, char **argv)
 			fprintf(stderr, "bench_pipeline: --ranks %u: 1..16\n", ranks[i]);
 			return 2;
 		}
+	for (unsigned int i = 0; i < nl; i++) {
+		if (lcs[i] < 1 || lcs[i] > MAX_LC || rte_is_power_of_2(lcs[i]) == 0) {
+			fprintf(stderr, "bench_pipeline: --lcores %u: 1, 2 or 4\n", lcs[i]);
+			return 2;
+		}
+		if (lcs[i] > maxk)
+			maxk = lcs[i];
+	}
+	if (nl && lcs[0] != 1) {
+		fprintf(stderr, "bench_pipeline: --lcores: the list starts with 1 (the baseline)\n");
+		return 2;
+	}
+	if (maxk > (unsigned int)sysconf(_SC_NPROCESSORS_ONLN)) {
+		fprintf(stderr, "bench_pipeline: --lcores %u: this machine has %ld CPUs\n", maxk,
+			sysconf(_SC_NPROCESSORS_ONLN));
+		return 2;
+	}
 	if (!(pl.seconds > 0)) {
 		fprintf(stderr, "bench_pipeline: --seconds must be > 0\n");
 		return 2;
 	}
 	addresses();
-	eal(huge);
+	eal(huge, maxk);
 	memset(acc_store, 0, sizeof(acc_store)); /* faulted in before any timing */
 	if (csv_path && !(pl.csv = fopen(csv_path, "w"))) {
 		perror(csv_path);
 		return 1;
+	}
+	if (nl) { /* the scaling table alone */
+		if (pl.csv)
+			fprintf(pl.csv, "wire,elems,ranks,lcores,spread,pipeline_mpps,vs_one_lcore,"
+					"handoff_share\n");
+		printf("\n  ---------- cais-switch pipeline on k lcores (%s kernels) ----------\n",
+		       dp_agg_best()->name);
+		printf("  %7s %5s %5s | %6s %6s | %9s %9s | %7s | %8s\n", "wire", "elems", "ranks",
+		       "lcores", "spread", "pipe Mpps", "pipe Gb/s", "vs k=1", "handoff");
+		for (unsigned int w = 0; w < nw; w++)
+			for (unsigned int a = 0; a < ne; a++)
+				for (unsigned int b = 0; b < nr; b++)
+					if (measure_lcores(&pl, wires[w], ranks[b], elems[a], lcs, nl,
+							   &id) != 0)
+						return 1;
+		printf("  (k lcores, each running its share of every batch as its poll loop would,\n"
+		       "   handoffs included; flows: each rank k flows, flow i the seqs i mod k\n"
+		       "   (E7), so each lcore owns what it receives; ranks: one flow per rank on\n"
+		       "   lcore rank mod k; handoff: the share of DATA passed to the slot's owner)\n");
+		if (pl.csv)
+			fclose(pl.csv);
+		rte_eal_cleanup();
+		return 0;
 	}
 	if (pl.csv)
 		fprintf(pl.csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
