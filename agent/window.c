@@ -36,7 +36,9 @@ struct ag_window_entry {
 	const uint8_t *payload;
 	uint64_t deadline; /**< next (re)transmission */
 	uint64_t t_first;  /**< first transmission, for the RTT estimate */
-	uint64_t res_mark; /**< w->results when it was last sent (loss_evident()) */
+	uint64_t t_sent;   /**< last transmission */
+	uint64_t res_mark; /**< w->results when it was last sent or ACKed (loss_evident()) */
+	uint64_t ack_until; /**< ACKed: not sent again before, but on evidence of a loss */
 	struct cais_hdr hdr;
 };
 
@@ -360,9 +362,10 @@ ag_window_blocked(const struct ag_window *w)
 /* ---- receive ---- */
 
 /*
- * An ACK: the chunk's DATA is in, its round waits for other ranks (E5). The
+ * An ACK: the chunk's DATA is in, its round waits for other ranks (E6). The
  * retransmission it answers does not count towards silence, and the next
- * one waits in proportion to the wait so far.
+ * one waits in proportion to the wait so far, unless RESULTs of later
+ * rounds say that its own RESULT was lost.
  */
 static void
 handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
@@ -375,7 +378,10 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 	e->acked = true;
 	e->strikes = 0;
 	set_state(e, AG_W_ACKED); /* peers' FETCH recovery asks (fetch.h AG_HAVE_ACKED) */
-	e->deadline = now + ack_wait(w, e, now);
+	/* looked at every timer: later rounds' RESULTs would say ours was lost */
+	e->ack_until = now + ack_wait(w, e, now);
+	e->deadline = now + rto(w, 0);
+	e->res_mark = w->results;
 	/* the probe is answered: its round waits for other ranks */
 	if (e->probe) {
 		e->probe = false;
@@ -539,6 +545,7 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 
 		if (i < sent) {
 			e->res_mark = w->results;
+			e->t_sent = now;
 			if (b->fresh[i]) {
 				e->unsent = false;
 				e->t_first = now;
@@ -580,16 +587,19 @@ judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64
 
 /*
  * Is chunk e's DATA or RESULT probably lost? LOSS_EVIDENCE RESULTs of this
- * window came since it was last sent, the latest for a later seq: rounds
- * after its own completed, so every rank's DATA for them came through.
+ * window came since it was last sent (or ACKed), the latest for a later
+ * seq: rounds after its own completed, so every rank's DATA for them came
+ * through. Checked on every pass, due or not (ag_window_tx()), so a loss is
+ * repaired as soon as the RESULTs say so, at most once per configured timer.
  */
 #define LOSS_EVIDENCE 3
 
 static bool
-loss_evident(const struct ag_window *w, const struct ag_window_entry *e)
+loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
 {
 	return w->results - e->res_mark >= LOSS_EVIDENCE &&
-	       (int32_t)(w->last_result - e->seq) > 0;
+	       (int32_t)(w->last_result - e->seq) > 0 &&
+	       now - e->t_sent >= (uint64_t)w->conf.retx_timeout_us * 1000;
 }
 
 /*
@@ -609,7 +619,7 @@ loss_evident(const struct ag_window *w, const struct ag_window_entry *e)
 static bool
 retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, bool *probed)
 {
-	if (loss_evident(w, e) || (int64_t)(now - w->burst_until) < 0 ||
+	if (loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 ||
 	    now - w->heard >= (uint64_t)AG_QUIET_US * 1000)
 		return true;
 	if (*probed || now - w->heard_result < rto(w, 0) || now - w->last_probe < rto(w, 0))
@@ -642,9 +652,13 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 	for (uint32_t seq = w->base; seq != w->next; seq++) {
 		struct ag_window_entry *e = entry(w, seq);
 
-		if (!holds(e, seq) || (!e->unsent && (int64_t)(now - e->deadline) < 0))
+		if (!holds(e, seq) ||
+		    (!e->unsent && (int64_t)(now - e->deadline) < 0 && !loss_evident(w, e, now)))
 			continue;
-		if (!e->unsent && e->state != AG_W_ACKED && !retransmit_now(w, e, now, &probed)) {
+		if (!e->unsent &&
+		    (e->state == AG_W_ACKED
+			 ? !loss_evident(w, e, now) && (int64_t)(now - e->ack_until) < 0
+			 : !retransmit_now(w, e, now, &probed))) {
 			e->deadline = now + rto(w, 0); /* not now: look again in a timer */
 			continue;
 		}

@@ -41,6 +41,7 @@ DTYPE=f32
 WIRES=fixed32
 THREADS=1
 IDLE_SLEEP=""
+LOSS=0
 SLOTS=64
 ELEMS=2048
 SCALE=1024
@@ -49,7 +50,7 @@ PORT=47000
 usage() {
 	cat <<EOF
 Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W]
-            [--dtype f32|bf16] [--wires LIST] [--threads K] [--idle-sleep-us US]
+            [--dtype f32|bf16] [--wires LIST] [--threads K] [--idle-sleep-us US] [--loss P]
             [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--quick] [--help]
 
 The end-to-end benchmark (needs root): for every rank count N of LIST, a
@@ -75,6 +76,8 @@ writes CSV.
   --threads K      flows per rank in-network (cais_config.threads; default $THREADS)
   --idle-sleep-us US  the switch's --idle-sleep-us (default: the switch's;
                    0: busy polling)
+  --loss P         drop P% of every host's packets both ways (nftables in the
+                   hosts' namespaces; this kernel has no netem), every way
   --csv FILE       write the figures as CSV
   --no-mpi         leave out the MPI baseline (also when OpenMPI is missing:
                    scripts/install-deps.sh --bench installs it)
@@ -105,7 +108,7 @@ usage_error() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--ranks | --min-bytes | --max-bytes | --iters | --warmup | --build | --csv | --dtype | \
-		--wires | --threads | --idle-sleep-us)
+		--wires | --threads | --idle-sleep-us | --loss)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
 		--ranks) RANKS=$2 ;;
@@ -119,6 +122,7 @@ while [ $# -gt 0 ]; do
 		--wires) WIRES=$2 ;;
 		--threads) THREADS=$2 ;;
 		--idle-sleep-us) IDLE_SLEEP=$2 ;;
+		--loss) LOSS=$2 ;;
 		esac
 		shift 2
 		;;
@@ -161,6 +165,8 @@ case "$DTYPE" in f32 | bf16) ;; *) usage_error "--dtype '$DTYPE': f32 or bf16" ;
 IFS=, read -r -a WIRE_LIST <<<"$WIRES"
 case "$THREADS" in 1 | 2 | 4 | 8 | 16) ;; *) usage_error "--threads '$THREADS': 1, 2, 4, 8 or 16" ;; esac
 [ -z "$IDLE_SLEEP" ] || [[ "$IDLE_SLEEP" =~ ^[0-9]{1,6}$ ]] || usage_error "--idle-sleep-us '$IDLE_SLEEP': microseconds"
+[[ "$LOSS" =~ ^[0-9]{1,2}$ ]] && [ "$LOSS" -le 50 ] || usage_error "--loss '$LOSS': a percentage, 0..50"
+[ "$LOSS" -eq 0 ] || command -v nft >/dev/null || die "--loss needs nft (nftables)"
 ESIZE=4
 [ "$DTYPE" = f32 ] || ESIZE=2
 [ $((MIN_B % ESIZE)) -eq 0 ] || usage_error "--min-bytes: a multiple of the element size"
@@ -382,6 +388,17 @@ for n in "${RANK_LIST[@]}"; do
 	bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$n" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 		{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
 	eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
+	if [ "$LOSS" -gt 0 ]; then # the tables go with the namespaces
+		for ((i = 1; i <= n; i++)); do
+			ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<NFT || die "nft: the loss rules on host $i"
+table inet cais_e2e_loss {
+	chain out { type filter hook output priority 0; numgen random mod 100 < $LOSS drop; }
+	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS drop; }
+}
+NFT
+		done
+		say "    $LOSS% loss both ways on every host"
+	fi
 	cb_members "$n" "$PORT" "$THREADS"
 	# tensor 1: FIXED32 at scale SCALE; tensor 2: BLOCK16 (E4: its scale is the floor)
 	cat >"$WORK/config.json" <<JSON

@@ -95,6 +95,16 @@
 #define DP_RL_ENTRIES	 1024u
 
 /**
+ * ACK budget (docs/PROTOCOL.md E6), per sender, in buckets of its own: an
+ * ACK answers a retransmission of a verified member, is smaller than the
+ * DATA it answers (no amplification) and goes only to that member, so the
+ * bound is only against a runaway sender; it must stay above what the
+ * agents' own timers send under heavy loss (8 ranks at 5% loss both ways
+ * retransmitted a few hundred DATA a second per rank). Burst half of it.
+ */
+#define DP_ACK_PER_SECOND 4000u
+
+/**
  * Default thresholds (thresholds.set changes them): session.add is refused
  * beyond this share of the slot capacity (all of it), and RESULTs carry
  * CONGESTED while more packets than this wait for an lcore (half its RX ring).

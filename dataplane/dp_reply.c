@@ -139,15 +139,17 @@ dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp
 }
 
 /*
- * Per-sender token bucket: 50 REJECTs (or ACKs, in a table of their own) of
- * burst, 50 per second, so never above 100 in any second. Senders that hash to the same entry share its bucket
- * (a takeover keeps the credit), so alternating colliding senders cannot
- * reset the limit.
+ * Per-sender token bucket of per_second / 2 of burst, refilled at
+ * per_second / 2 a second, so never above per_second in any second: REJECTs
+ * (DP_RL_PER_SECOND) and ACKs (DP_ACK_PER_SECOND), each in a table of its
+ * own. Senders that hash to the same entry share its bucket (a takeover
+ * keeps the credit), so alternating colliding senders cannot reset the limit.
  */
 static bool
-budget_allowed(struct dp_lcore *lc, struct dp_rl *table, uint32_t ip, uint16_t port)
+budget_allowed(struct dp_lcore *lc, struct dp_rl *table, uint32_t ip, uint16_t port,
+	       uint32_t per_second)
 {
-	const uint64_t hz = lc->sw->hz, cost = hz / (DP_RL_PER_SECOND / 2);
+	const uint64_t hz = lc->sw->hz, cost = hz / (per_second / 2);
 	uint32_t h = (ip * 0x9E3779B1u) ^ ((uint32_t)port * 0x85EBCA77u);
 	struct dp_rl *e = &table[(h >> 16) & (DP_RL_ENTRIES - 1)];
 
@@ -201,7 +203,7 @@ dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
 	uint16_t port;
 
 	sender_of(f, &ip, &port);
-	if (!budget_allowed(lc, lc->rl, ip, port))
+	if (!budget_allowed(lc, lc->rl, ip, port, DP_RL_PER_SECOND))
 		return dp_drop(lc, m, DP_DROP_REJECT_LIMITED);
 	turn_around(lc, f);
 	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_REJECT);
@@ -231,7 +233,7 @@ dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl)
 	uint16_t port;
 
 	sender_of(f, &ip, &port);
-	if (!budget_allowed(lc, lc->rl_ack, ip, port)) {
+	if (!budget_allowed(lc, lc->rl_ack, ip, port, DP_ACK_PER_SECOND)) {
 		lc->c.acks_limited++;
 		return dp_drop(lc, m, DP_DROP_DUPLICATE);
 	}

@@ -376,14 +376,15 @@ t_ack_budget(void **state)
 
 	(void)state;
 	send_data(&c, 1, NULL, 0);
-	for (unsigned int i = 0; i < 300; i++) {
+	for (unsigned int i = 0; i < DP_ACK_PER_SECOND; i++) {
 		send_data(&c, 1, NULL, CAIS_F_RETX);
 		acks += E->n_cap;
 		tenv_clear(E);
 	}
-	print_message("300 retransmissions into an open round: %u ACKs\n", acks);
-	assert_true(acks >= 1 && acks <= 50);
-	assert_int_equal(E->sw->lcores[0].c.acks_limited, 300 - acks);
+	print_message("%u retransmissions into an open round: %u ACKs\n", DP_ACK_PER_SECOND, acks);
+	/* the burst, and what the bucket refilled while the test ran (< 1 s) */
+	assert_true(acks >= DP_ACK_PER_SECOND / 2 && acks < DP_ACK_PER_SECOND);
+	assert_int_equal(E->sw->lcores[0].c.acks_limited, DP_ACK_PER_SECOND - acks);
 	/* a REJECT to the same sender still goes out */
 	c.tensor = 99;
 	send_data(&c, 1, NULL, 0);
