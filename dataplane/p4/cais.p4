@@ -33,16 +33,20 @@
  *              elements (DATA with 1 <= count <= CAIS_ELEMS); extraction
  *              only, every check is in ingress, in cais-switch's order
  *              (dataplane/dp_parse.c, dataplane/dp_pipeline.c)
- *   ingress    classify: ARP for the aggregator -> reply; not to the
- *              aggregator MAC -> L2 (mac_tbl, flood on a miss); malformed ->
- *              drop; DATA -> FWD_ONLY, tensor_tbl, member_tbl, dtype,
- *              count, slot -> REJECT with the first failed reason; slot/set
- *              disagreeing with seq -> drop; then the slot state machine
- *              on the registers and the 64 accumulators
+ *   ingress    classify: frames from the aggregator's MAC, ARP claiming
+ *              its IPv4 address, IPv4 from that address -> drop (E5); ARP
+ *              for the aggregator -> reply; not to the aggregator MAC -> L2
+ *              (mac_tbl, flood on a miss); malformed -> drop; DATA ->
+ *              FWD_ONLY, tensor_tbl, member_tbl (address, UDP port, MAC,
+ *              switch port: r_bound), dtype (FIXED32 only), count, slot ->
+ *              REJECT with the first failed reason; slot/set disagreeing
+ *              with seq -> drop; then the slot state machine on the
+ *              registers and the 64 accumulators; a retransmission already
+ *              counted in the open round -> ACK (E6)
  *   egress     RESULT replicas (multicast group of the session, one per
  *              member, egress_rid = rank) rewritten for their member
- *              (result_member_tbl); REJECT and unicast RESULT addressed in
- *              ingress; every CAIS answer gets canonical Ethernet/IPv4/UDP
+ *              (result_member_tbl); REJECT, ACK and unicast RESULT addressed
+ *              in ingress; every CAIS answer gets canonical Ethernet/IPv4/UDP
  *              headers from the aggregator, UDP checksum 0 (as cais-switch
  *              writes), and is truncated to its exact length; flood copies
  *              never go back to their ingress port
@@ -101,6 +105,8 @@ const bit<4> CAIS_VERSION = 1;
 const bit<4> TYPE_DATA = 1;
 const bit<4> TYPE_RESULT = 2;
 const bit<4> TYPE_REJECT = 3;
+const bit<4> TYPE_ACK = 4; /* PROTOCOL.md E6 */
+const bit<8> F_RETX = 0x01;
 const bit<8> F_OVERFLOW = 0x02;
 const bit<8> F_CONGESTED = 0x04;
 const bit<8> F_FWD_ONLY = 0x08;
@@ -140,6 +146,7 @@ const bit<8> OUT_ARP = 3;
 const bit<8> OUT_REJECT = 4;
 const bit<8> OUT_RESULT_MC = 5; /* to every member, by the session's multicast group */
 const bit<8> OUT_RESULT_UC = 6; /* the stored RESULT to the rank that lost it */
+const bit<8> OUT_ACK = 7;       /* a retransmission already counted in the open round (E6) */
 
 const bit<16> ETH_MIN_FRAME = 60;
 const bit<16> FRAME_HDR_LEN = 42; /* Ethernet + IPv4 + UDP */
@@ -243,6 +250,7 @@ struct meta_t {
 	bit<48> m_mac;
 	bit<32> m_ip;
 	bit<16> m_port;
+	bit<32> m_idx; /* the member's index in r_bound */
 	/* what goes out */
 	bit<8> out_kind;
 	bit<8> verdict;
@@ -356,7 +364,7 @@ control CaisVerifyChecksum(inout headers_t hdr, inout meta_t meta)
 				if ((x ^ 0x80000000) < (acc ^ 0x80000000)) {           \
 					acc = x;                                       \
 				}                                                      \
-			} else {                                                       \
+			} else if (op_sum == 1) {                                      \
 				sat = (int<32>)acc |+| (int<32>)x;                     \
 				if (sat != (int<32>)acc + (int<32>)x) {                \
 					ovf = 1;                                       \
@@ -379,6 +387,13 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 	register<bit<8>>(CAIS_SLOT_SETS) r_ovf;     /* a sum saturated in this round */
 	/* The accumulators, index (slot, set) * CAIS_ELEMS + element. */
 	register<bit<32>>(CAIS_ACCS) r_acc;
+	/*
+	 * The switch port each member is bound to (PROTOCOL.md E5), by member
+	 * index: 0 unbound, else port + 1. The control plane writes session.add's
+	 * "switch_port" here; otherwise the member's first DATA that matches its
+	 * address, UDP port and MAC pins the port it came in on.
+	 */
+	register<bit<16>>(CAIS_MAX_MEMBERS) r_bound;
 
 	action drop() {
 		mark_to_drop(sm);
@@ -456,13 +471,17 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 		size = CAIS_MAX_SESSIONS;
 	}
 
-	action set_member(bit<48> mac, bit<32> ip, bit<16> port) {
+	action set_member(bit<48> mac, bit<32> ip, bit<16> port, bit<32> idx) {
 		meta.m_mac = mac;
 		meta.m_ip = ip;
 		meta.m_port = port;
+		meta.m_idx = idx;
 	}
 
-	/* (tenant, session, rank) -> the member's MAC, IPv4 address and UDP port */
+	/*
+	 * (tenant, session, rank) -> the member's MAC, IPv4 address, UDP port
+	 * and its index in r_bound (the control plane numbers the members)
+	 */
 	table member_tbl {
 		key = {
 			hdr.cais.tenant: exact;
@@ -480,6 +499,9 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 		bit<1> is_data = 0;
 		bit<16> rej_reason = 0;
 		bit<1> member_ok = 0;
+		bit<16> bound = 0;
+		bit<16> here = 0;
+		bit<1> op_sum = 0;
 		bit<32> g = 0;
 		bit<32> acc_base = 0;
 		bit<32> h_seq = 0;
@@ -500,6 +522,7 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 		bit<1> complete = 0;
 
 		meta.out_kind = OUT_NONE;
+		meta.verdict = V_NONE;
 		cais_config.apply();
 
 		/* ---- classify (dp_parse.c) ---- */
@@ -511,8 +534,19 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 			if (hdr.ethernet.dst == meta.agg_mac) {
 				to_agg = 1;
 			}
-			if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
-				if ((to_agg == 1 || hdr.ethernet.dst == 0xFFFFFFFFFFFF) &&
+			/*
+			 * The aggregator's addresses are the switch's alone (E5): a frame
+			 * from its MAC, ARP whose sender protocol address is its IPv4
+			 * address (gratuitous requests and replies alike), IPv4 from its
+			 * address are dropped wherever they are addressed.
+			 */
+			if (hdr.ethernet.src == meta.agg_mac) {
+				drop_it = 1;
+			} else if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
+				if (hdr.arp.isValid() && hdr.arp.ptype == ETHERTYPE_IPV4 &&
+				    hdr.arp.plen == 4 && hdr.arp.spa == meta.agg_ip) {
+					drop_it = 1;
+				} else if ((to_agg == 1 || hdr.ethernet.dst == 0xFFFFFFFFFFFF) &&
 				    hdr.arp.isValid() && hdr.arp.htype == 1 &&
 				    hdr.arp.ptype == ETHERTYPE_IPV4 && hdr.arp.hlen == 6 &&
 				    hdr.arp.plen == 4 && hdr.arp.oper == 1 &&
@@ -521,6 +555,9 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 				} else if (to_agg == 1) {
 					drop_it = 1;
 				}
+			} else if (hdr.ethernet.ether_type == ETHERTYPE_IPV4 && hdr.ipv4.isValid() &&
+				   hdr.ipv4.src == meta.agg_ip) {
+				drop_it = 1;
 			} else if (to_agg == 1) {
 				if (hdr.ethernet.ether_type != ETHERTYPE_IPV4 || !hdr.ipv4.isValid()) {
 					drop_it = 1; /* VLAN, other types, truncated IPv4 */
@@ -563,10 +600,23 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 				rej_reason = R_UNKNOWN_TENSOR;
 			} else {
 				session_tbl.apply();
-				/* a rank >= n has no entry */
+				/*
+				 * The member of that rank (a rank >= n has no entry): its
+				 * IPv4 address and UDP port, its MAC and its switch port
+				 * (E5), pinned here by its first DATA unless the control
+				 * plane bound it
+				 */
 				if (member_tbl.apply().hit) {
-					if (hdr.ipv4.src == meta.m_ip && hdr.udp.src_port == meta.m_port) {
-						member_ok = 1;
+					if (hdr.ipv4.src == meta.m_ip && hdr.udp.src_port == meta.m_port &&
+					    hdr.ethernet.src == meta.m_mac) {
+						r_bound.read(bound, meta.m_idx);
+						here = (bit<16>)sm.ingress_port + 1;
+						if (bound == 0) {
+							r_bound.write(meta.m_idx, here);
+							member_ok = 1;
+						} else if (bound == here) {
+							member_ok = 1;
+						}
 					}
 				}
 				if (member_ok == 0) {
@@ -656,6 +706,9 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 				}
 			}
 
+			if (meta.op == OP_SUM || meta.op == OP_AVG) {
+				op_sum = 1;
+			}
 			if (meta.verdict == V_NEW || meta.verdict == V_ADD ||
 			    meta.verdict == V_RESEND) {
 				ACC_ELEM(0) ACC_ELEM(1) ACC_ELEM(2) ACC_ELEM(3)
@@ -693,6 +746,15 @@ control CaisIngress(inout headers_t hdr, inout meta_t meta, inout standard_metad
 				meta.dst_mac = meta.m_mac;
 				meta.dst_ip = meta.m_ip;
 				meta.dst_port = meta.m_port;
+				sm.egress_spec = sm.ingress_port;
+			} else if (meta.verdict == V_DUPLICATE && (hdr.cais.flags & F_RETX) != 0) {
+				/* E6: a retransmission whose contribution is in: ACK to the sender */
+				meta.out_kind = OUT_ACK;
+				meta.dst_mac = hdr.ethernet.src;
+				meta.dst_ip = hdr.ipv4.src;
+				meta.dst_port = hdr.udp.src_port;
+				meta.res_flags = 0;
+				meta.cais_len = CAIS_HDR_LEN;
 				sm.egress_spec = sm.ingress_port;
 			} else {
 				drop_it = 1; /* counted, or a duplicate, stale or inconsistent DATA */
@@ -754,24 +816,37 @@ control CaisEgress(inout headers_t hdr, inout meta_t meta, inout standard_metada
 		if (meta.out_kind == OUT_FLOOD && sm.egress_port == sm.ingress_port) {
 			drop();
 		} else if (meta.out_kind == OUT_REJECT || meta.out_kind == OUT_RESULT_MC ||
-			   meta.out_kind == OUT_RESULT_UC) {
+			   meta.out_kind == OUT_RESULT_UC || meta.out_kind == OUT_ACK) {
 			if (meta.out_kind == OUT_RESULT_MC) {
 				result_member_tbl.apply();
 			}
+			/*
+			 * tenant, session, tensor, seq, slot and dtype stay the DATA's:
+			 * a REJECT echoes the dtype whatever it is (E1, E4), and only
+			 * FIXED32 (dtype 0) reaches a RESULT or an ACK
+			 */
 			if (meta.out_kind == OUT_REJECT) {
 				hdr.cais.msg_type = TYPE_REJECT;
 				hdr.cais.count = 0;
 				hdr.cais.reason = meta.reason;
+				hdr.cais.rank = RANK_NONE;
+			} else if (meta.out_kind == OUT_ACK) {
+				/* E6: header only, the DATA's rank, CONGESTED as a RESULT's */
+				hdr.cais.msg_type = TYPE_ACK;
+				hdr.cais.count = 0;
+				hdr.cais.reason = 0;
+				if ((bit<32>)sm.enq_qdepth > meta.qdepth_threshold) {
+					meta.res_flags = meta.res_flags | F_CONGESTED;
+				}
 			} else {
 				hdr.cais.msg_type = TYPE_RESULT;
 				hdr.cais.reason = 0;
+				hdr.cais.rank = RANK_NONE;
 				if ((bit<32>)sm.enq_qdepth > meta.qdepth_threshold) {
 					meta.res_flags = meta.res_flags | F_CONGESTED;
 				}
 			}
 			hdr.cais.flags = meta.res_flags;
-			hdr.cais.rank = RANK_NONE;
-			hdr.cais.dtype = 0;
 
 			hdr.ethernet.dst = meta.dst_mac;
 			hdr.ethernet.src = meta.agg_mac;

@@ -30,7 +30,10 @@
  * saturation does not depend on the order of additions, hosts that never
  * move between ports (DATA from another port than a member's is REJECTed,
  * E5; no member's first DATA comes from another port than its own), no
- * frame shorter than an Ethernet header.
+ * frame shorter than an Ethernet header, fewer ACKs (E6) per sender than
+ * their budget's burst, FIXED32 tensors only (the P4 profile installs a
+ * BLOCK16 tensor as FIXED32: BLOCK16 DATA to a FIXED32 tensor is here, and
+ * gets BAD_DTYPE from both), one flow per member (no E7 "ports").
  */
 #include <errno.h>
 #include <stdio.h>

@@ -13,12 +13,16 @@
 #                simple_switch on the same veths, its tables written by
 #                scripts/cais-p4-config from the same JSON requests;
 #                skipped, with a message, where p4c, simple_switch or
-#                simple_switch_CLI is not installed (they are not Debian
-#                packages; see dataplane/p4/README.md)
+#                simple_switch_CLI is not found (they are not Debian
+#                packages: scripts/p4-toolchain.sh builds them; looked for
+#                in $CAIS_P4_PREFIX/bin, default /opt/p4/bin, then the PATH)
 #   both         (default) one after the other
 #
 # (or the environment: CAIS_SWITCH). Needs root: without it exits 77 (meson's
-# skip code). Every vector file gets a freshly started switch with the file's
+# skip code), as does --target bmv2 without the P4 tools. Each simple_switch
+# gets a thrift port, --device-id and notifications socket of its own, is
+# stopped with SIGTERM, and any CLI answer with "Unknown syntax", "Error" or
+# "Invalid" fails the run (scripts/lib/bmv2.sh). Every vector file gets a freshly started switch with the file's
 # config. The switch's ports are veths in the root namespace whose peers sit
 # in a private namespace with no addresses, no IPv6 and no ARP, where
 # replay.py sends and captures raw frames; frames from those peers' own MACs
@@ -32,6 +36,8 @@ SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
 VECTORS=$HERE/vectors
 P4SRC=$ROOT/dataplane/p4/cais.p4
 CONVERTER=$ROOT/scripts/cais-p4-config
+# shellcheck source=../../scripts/lib/bmv2.sh
+. "$ROOT/scripts/lib/bmv2.sh"
 TARGET=both
 KEEP_LOGS=0
 
@@ -71,6 +77,10 @@ for t in ip python3 timeout; do
 done
 ls "$VECTORS"/*.txt >/dev/null 2>&1 || skip "no vectors in $VECTORS"
 ip netns list >/dev/null 2>&1 || skip "network namespaces do not work here"
+# --target bmv2 without the P4 tools: skip before building anything
+BM_FOUND=1
+bm_find || BM_FOUND=0
+[ "$TARGET" != bmv2 ] || [ "$BM_FOUND" -eq 1 ] || skip "bmv2: $BM_WHY"
 
 ID=$(($$ % 100000))
 NS="cais-par-$ID"
@@ -85,6 +95,7 @@ WORK=$(mktemp -d /tmp/cais-parity.XXXXXX)
 LOG=$WORK/switch.log
 PREFIX="cais-par-$$"
 SW_PID=""
+BM_PID=""
 FAILED=0
 
 say() { echo "$PROG: $*"; }
@@ -107,6 +118,7 @@ cleanup() {
 	local rc=$? k
 	trap - EXIT INT TERM
 	stop_switch
+	bm_stop
 	ip netns del "$NS" 2>/dev/null || true
 	for k in "${SWIFS[@]}"; do
 		ip link del "$k" 2>/dev/null || true
@@ -196,59 +208,33 @@ run_cais_switch() {
 
 # ---- BMv2 ----
 
-THRIFT=$((9090 + ID % 20000))
-
 start_bmv2() { # vector file
-	local f=$1 agg cfg ifs=() k args=()
+	local f=$1 agg cfg k mac args=()
 	agg=($(vhead "$f" agg))
 	cfg=$(vhead "$f" config)
-	for ((k = 0; k < PORTS; k++)); do
-		ifs+=(-i "$k@${SWIFS[k]}")
-	done
 	while read -r k mac; do
 		args+=(--l2 "$mac=$k")
 	done < <(awk '$1 == "station" { print $2, $3 }' "$f")
 	python3 "$CONVERTER" --agg-mac "${agg[0]}" --agg-ip "${agg[1]}" --ports "$PORTS" \
 		"${args[@]}" "$VECTORS/${cfg% *}" >"$WORK/commands.txt" ||
 		{ say "FAIL: cais-p4-config refused $cfg"; return 1; }
-	: >"$LOG"
-	simple_switch --thrift-port "$THRIFT" "${ifs[@]}" "$WORK/p4/cais.json" >>"$LOG" 2>&1 &
-	SW_PID=$!
-	for _ in $(seq 1 100); do
-		echo | simple_switch_CLI --thrift-port "$THRIFT" >/dev/null 2>&1 && break
-		kill -0 "$SW_PID" 2>/dev/null || { say "simple_switch exited"; tail -n 20 "$LOG"; return 1; }
-		sleep 0.1
-	done
-	simple_switch_CLI --thrift-port "$THRIFT" <"$WORK/commands.txt" >"$WORK/cli.log" 2>&1
-	if grep -qi "error\|invalid" "$WORK/cli.log"; then
-		say "FAIL: simple_switch_CLI reported errors:"
-		grep -i "error\|invalid" "$WORK/cli.log" | head -n 20
-		return 1
-	fi
+	bm_start "$WORK/p4/$(basename "${P4SRC%.p4}").json" "$WORK" "$LOG" "${SWIFS[@]}" || { say "FAIL: simple_switch did not start"; return 1; }
+	bm_cli "$WORK/commands.txt" "$WORK/cli.log" || { say "FAIL: the tables of $cfg were not written"; return 1; }
 	return 0
 }
 
 run_bmv2() {
-	local f t rc=0 missing=""
-	for t in p4c simple_switch simple_switch_CLI; do
-		command -v "$t" >/dev/null || missing="$missing $t"
-	done
-	if [ -n "$missing" ]; then
-		say "SKIP bmv2: not installed:$missing (p4c and BMv2 are not Debian packages;"
-		say "     dataplane/p4/README.md says how to get them and run this check)"
+	local f rc=0
+	if [ "$BM_FOUND" -eq 0 ]; then
+		say "SKIP bmv2: $BM_WHY"
 		return 77
 	fi
-	say "=== bmv2 (simple_switch running $P4SRC)"
-	mkdir -p "$WORK/p4"
-	p4c --target bmv2 --arch v1model -o "$WORK/p4" "$P4SRC" >"$WORK/p4c.log" 2>&1 || {
-		say "FAIL: p4c could not compile $P4SRC:"
-		tail -n 30 "$WORK/p4c.log"
-		return 1
-	}
+	say "=== bmv2 ($BM_SS running $P4SRC; $("$BM_P4C" --version 2>/dev/null | head -n1), simple_switch $("$BM_SS" --version 2>/dev/null | head -n1))"
+	bm_compile "$P4SRC" "$WORK/p4" "$WORK/p4c.log" || { say "FAIL: p4c"; return 1; }
 	for f in "$VECTORS"/*.txt; do
-		start_bmv2 "$f" || { rc=1; stop_switch; continue; }
+		start_bmv2 "$f" || { rc=1; bm_stop; continue; }
 		replay "$f" --quiet 0.5 --wait 5 || rc=1
-		stop_switch
+		bm_stop
 	done
 	return $rc
 }

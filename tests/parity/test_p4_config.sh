@@ -9,8 +9,10 @@
 # 1. p4-config.json (dataplane/example-config.json in the P4 profile, plus
 #    every other command) gives exactly p4-config.expected
 # 2. the parity vectors' configs convert
-# 3. requests outside the P4 profile or malformed are refused with the
-#    request's number and the field, like cais-switch --config
+# 3. requests outside the P4 profile (several flows per member, E7) or
+#    malformed, and members cais-switch refuses (E5), are refused with the
+#    request's number and the field, like cais-switch --config; a BLOCK16
+#    tensor is installed as FIXED32 with a note (E4)
 # 4. --help
 set -uo pipefail
 
@@ -41,12 +43,14 @@ for cfg in "$DIR"/vectors/*.json; do
 	grep -q '^table_add CaisIngress.tensor_tbl' "$TMP/v.txt" || fail "$cfg: no tensor entries"
 done
 
-refused() { # expected-message json
-	printf '%s\n' "$2" >"$TMP/bad.json"
-	if python3 "$CONV" "$TMP/bad.json" >"$TMP/bad.out" 2>"$TMP/bad.err"; then
-		fail "accepted: $2"
-	elif ! grep -qF "$1" "$TMP/bad.err"; then
-		fail "refusal of $2 does not say '$1': $(cat "$TMP/bad.err")"
+refused() { # expected-message json [converter options]
+	local want=$1 json=$2
+	shift 2
+	printf '%s\n' "$json" >"$TMP/bad.json"
+	if python3 "$CONV" "$@" "$TMP/bad.json" >"$TMP/bad.out" 2>"$TMP/bad.err"; then
+		fail "accepted: $json"
+	elif ! grep -qF "$want" "$TMP/bad.err"; then
+		fail "refusal of $json does not say '$want': $(cat "$TMP/bad.err")"
 	fi
 }
 M='"members": [{"rank": 0, "mac": "02:00:00:00:00:01", "ip": "10.0.0.1", "port": 1}]'
@@ -64,6 +68,37 @@ refused "ENOSPC" \
 	  {\"cmd\": \"session.add\", \"args\": {\"tenant\": 1, \"session\": 1, \"n\": 1, \"slots\": 4, \"elems_per_packet\": 64, $M}}]"
 refused "request #1 (tensor.add): ENOENT: no session 1/1" \
 	'[{"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": 1}}]'
+S1='{"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": 1, "slots": 4, "elems_per_packet": 64, '
+# a BLOCK16 tensor: installed as FIXED32, with a note (its BLOCK16 DATA gets BAD_DTYPE, E4)
+printf '%s\n' "[$S1 $M}}, {\"cmd\": \"tensor.add\", \"args\": {\"tenant\": 1, \"session\": 1, \"tensor\": 7, \"op\": \"max\", \"scale\": 1, \"wire\": \"block16\"}}]" >"$TMP/b16.json"
+if python3 "$CONV" "$TMP/b16.json" >"$TMP/b16.out" 2>"$TMP/b16.err"; then
+	grep -qx 'table_add CaisIngress.tensor_tbl CaisIngress.set_tensor 1 1 7 => 2' "$TMP/b16.out" ||
+		fail "block16 tensor: no FIXED32 tensor entry: $(cat "$TMP/b16.out")"
+	grep -q '^# note: tensor 1/1/7: wire block16 is not in the P4 profile: installed as FIXED32; its BLOCK16 DATA gets REJECT BAD_DTYPE' "$TMP/b16.out" ||
+		fail "block16 tensor: no note"
+else
+	fail "block16 tensor refused: $(cat "$TMP/b16.err")"
+fi
+refused "field 'wire' must be fixed32 or block16" \
+	"[$S1 $M}}, {\"cmd\": \"tensor.add\", \"args\": {\"tenant\": 1, \"session\": 1, \"tensor\": 1, \"op\": \"sum\", \"scale\": 1, \"wire\": \"fp8\"}}]"
+refused "members[0]: field 'switch_port' 4: the switch has ports 0..3" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"02:00:00:00:00:01\", \"ip\": \"10.0.0.1\", \"port\": 1, \"switch_port\": 4}]}}]" --ports 4
+refused "members[0]: field 'ip' is the aggregator's address" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"02:00:00:00:00:01\", \"ip\": \"10.0.0.254\", \"port\": 1}]}}]" \
+	--agg-ip 10.0.0.254 --agg-mac 02:aa:00:00:00:fe
+refused "members[0]: field 'mac' is the aggregator's MAC" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"02:aa:00:00:00:fe\", \"ip\": \"10.0.0.1\", \"port\": 1}]}}]" \
+	--agg-ip 10.0.0.254 --agg-mac 02:aa:00:00:00:fe
+refused "members[0]: field 'mac' is not a unicast MAC (nor all-zero)" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"00:00:00:00:00:00\", \"ip\": \"10.0.0.1\", \"port\": 1}]}}]"
+refused "members[0]: field 'ip' 127.0.0.1 is not a host's unicast address" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"02:00:00:00:00:01\", \"ip\": \"127.0.0.1\", \"port\": 1}]}}]"
+refused "members: ranks 0 and 1 have the same 'ip' and 'port'" \
+	'[{"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": 2, "slots": 4, "elems_per_packet": 64, "members": [{"rank": 0, "mac": "02:00:00:00:00:01", "ip": "10.0.0.1", "port": 1}, {"rank": 1, "mac": "02:00:00:00:00:02", "ip": "10.0.0.1", "port": 1}]}}]'
+refused "members[0]: field 'ports' 2: several flows per rank (E7) are not in the P4 profile" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"02:00:00:00:00:01\", \"ip\": \"10.0.0.1\", \"port\": 1, \"ports\": 2}]}}]"
+refused "members[0]: field 'ports' must be a power of two in [1, 16] that divides 'slots'" \
+	"[$S1 \"members\": [{\"rank\": 0, \"mac\": \"02:00:00:00:00:01\", \"ip\": \"10.0.0.1\", \"port\": 1, \"ports\": 3}]}}]"
 refused "unknown field 'bogus'" '[{"cmd": "mode.set", "args": {"mode": "compute", "bogus": 1}}]'
 refused "field 'ttl_ms' must be an integer" '[{"cmd": "lease", "args": {"ttl_ms": 1.5}}]'
 refused "unknown command 'table.add'" '[{"cmd": "table.add"}]'
