@@ -6,17 +6,19 @@
 # (scripts/testbed.sh), first through cais-switch, then through BMv2's
 # simple_switch running dataplane/p4/cais.p4, with the same configuration
 # (scripts/cais-p4-config turns it into simple_switch_CLI commands), the
-# same agents and the same options: the P4 profile (E = 64 elements per
-# packet, pools of 128 slots), 3 ranks.
+# same agents and the same options: the P4 profile's 64 elements per
+# packet, 3 ranks, a pool of 8 slots and a 500 ms retransmission timer
+# (simple_switch's pace; --slots up to the profile's 128, --retx-us).
 #
 #   bmv2_e2e.sh [--switch PATH] [--perf PATH] [--testbed PATH] [--p4 FILE]
-#               [--only cais-switch|bmv2] [--quick] [--keep-logs]
+#               [--only cais-switch|bmv2] [--slots S] [--retx-us US]
+#               [--quick] [--keep-logs]
 #
 #   ops     FIXED32 (f32 data) sum, max, min at 4 B, 4 KiB, 64 KiB, 1 MiB:
 #           every element checked, every collective in-network
 #   loss    5% loss both ways on every host (nftables in the namespaces;
-#           this kernel has no netem): sum at 64 KiB and 1 MiB, max and min
-#           at 64 KiB, still --path switch, every element right
+#           this kernel has no netem): sum, max and min at 64 KiB, still
+#           --path switch, every element right
 #   block16 bf16 sent as BLOCK16 (--wire block16) to the FIXED32 tensor 1:
 #           REJECT BAD_DTYPE on both switches, after which every rank goes
 #           on in FIXED32 in-network and counts one wire fallback
@@ -53,6 +55,8 @@ CONVERTER=$ROOT/scripts/cais-p4-config
 QUICK=0
 KEEP_LOGS=0
 ONLY=""
+S=8         # the session's pool: chunks in flight per rank (the P4 profile allows 128)
+RETX_US=500000 # the agents' retransmission timer
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -61,6 +65,8 @@ while [ $# -gt 0 ]; do
 	--testbed) TESTBED=$2; shift 2 ;;
 	--p4) P4SRC=$2; shift 2 ;;
 	--quick) QUICK=1; shift ;;
+	--slots) S=${2:-}; shift 2 ;;
+	--retx-us) RETX_US=${2:-}; shift 2 ;;
 	--only)
 		ONLY=${2:-}
 		case $ONLY in cais-switch | bmv2) ;; *) echo "$PROG: --only takes cais-switch or bmv2" >&2; exit 2 ;; esac
@@ -78,6 +84,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+case $S in 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128) ;; *) echo "$PROG: --slots must be a power of two, 1..128 (the P4 profile)" >&2; exit 2 ;; esac
+case $RETX_US in '' | *[!0-9]*) echo "$PROG: --retx-us takes microseconds" >&2; exit 2 ;; esac
+
 cb_need_root_and "network namespaces, veth, raw sockets" ip ethtool nft timeout awk python3 ss
 if [ "$ONLY" != cais-switch ]; then
 	bm_find || cb_skip "$BM_WHY"
@@ -93,19 +102,22 @@ PREFIX="cais-p4e-$$"
 HOSTS=3
 MTU=1500
 E=64  # the P4 profile's elements per packet
-S=128 # its largest pool
 PORT=47000
-HOST_TIMEOUT=300 # one run of one host (s)
-# Both switches see the same agents with the same options. The retransmission
-# timer: simple_switch on this 2-core machine turns a window of 128 chunks
-# around in milliseconds, not microseconds; with the library's 500 us every
-# chunk would be sent several times for nothing (ACKs, E6, then slow it down).
-AGENT_OPTS=(--elems $E --slots $S --scale 1024 --path switch --check --check-every 0
-	--retries 40 --retx-us 5000 --timeout-ms 120000)
+HOST_TIMEOUT=900 # one run of one host (s)
+# Both switches see the same agents with the same options. The window and the
+# retransmission timer are simple_switch's: it runs cais.p4 at a few hundred
+# DATA a second here (about 3 ms of CPU each on this 2-core machine), so
+# every chunk in flight waits for the DATA queued before it: with the P4
+# profile's 128 slots (384 DATA queued for 3 ranks) or a timer of
+# milliseconds the hosts retransmit what is only queued, which adds to the
+# queue, and a 64 KiB collective takes tens of seconds instead of two.
+# 8 slots and 500 ms keep the queue under the timer (--slots, --retx-us).
+AGENT_OPTS=(--elems "$E" --slots "$S" --scale 1024 --path switch --check --check-every 0
+	--retries 40 --retx-us "$RETX_US" --timeout-ms 300000)
 if [ "$QUICK" -eq 1 ]; then
 	OP_SIZES=4K,64K ITERS=2 LOSS_SUM=64K LOSS_OTHER=4K
 else
-	OP_SIZES=4,4K,64K,1M ITERS=3 LOSS_SUM=64K,1M LOSS_OTHER=64K
+	OP_SIZES=4,4K,64K,1M ITERS=2 LOSS_SUM=64K LOSS_OTHER=64K
 fi
 SEQ=1000
 T0=$(date +%s.%N)
