@@ -120,7 +120,7 @@ export_src() {
 			return 0
 		fi
 		say "$name: copying the tree $git (not a git directory: $ref not checked)"
-		rm -rf "$SRC/$name"
+		rm -rf "${SRC:?}/$name"
 		cp -a "$git" "$SRC/$name"
 		echo "tree:$git" >"$SRC/$name/.exported-commit"
 		return 0
@@ -132,7 +132,7 @@ export_src() {
 		return 0
 	fi
 	say "$name: exporting $ref = $commit"
-	rm -rf "$SRC/$name"
+	rm -rf "${SRC:?}/$name"
 	mkdir -p "$SRC/$name"
 	# A snapshot may lack some blobs (snapshots may leave out
 	# files of 4 MiB and more, e.g. p4c's docs/compiler-design.pptx): leave
@@ -171,7 +171,8 @@ p4c() {
 	sha=$(cut -c1-10 "$SRC/p4c/.exported-commit")
 	# The exported tree is no git checkout: give CMake the version string it
 	# would otherwise read with `git rev-parse` (p4c --version shows it).
-	export P4C_VERSION="$(cat "$SRC/p4c/Version.txt") (SHA: $sha BUILD: Release)"
+	P4C_VERSION="$(cat "$SRC/p4c/Version.txt") (SHA: $sha BUILD: Release)"
+	export P4C_VERSION
 	# Workaround for GCC 12 (Debian 12's compiler): ir/visitor.cpp calls
 	# erase_if on a std::map with a lambda taking a non-const value_type&;
 	# ADL picks C++20 std::erase_if, whose libstdc++-12 implementation hands
