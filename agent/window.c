@@ -362,6 +362,21 @@ ag_window_blocked(const struct ag_window *w)
 /* ---- receive ---- */
 
 /*
+ * An ACKed chunk stalls AG_STALL_US after its first DATA without a RESULT.
+ * The ACKs say that its round waits for other ranks; the peers' answers to
+ * the FETCH that silence starts (fetch.h) tell whether one of them has not
+ * sent yet (wait) or every DATA is in and the switch will never finish the
+ * round, a restart having forgotten earlier contributions while later ones
+ * were ACKed (the ring). Without this, ranks whose ACK waits never line up
+ * between two restarts would wait for the round until timeout_ms.
+ */
+static bool
+stalled(const struct ag_window_entry *e, uint64_t now)
+{
+	return e->acked && now - e->t_first >= (uint64_t)AG_STALL_US * 1000;
+}
+
+/*
  * An ACK: the chunk's DATA is in, its round waits for other ranks (E6). The
  * retransmission it answers does not count towards silence, and the next
  * one waits in proportion to the wait so far, unless RESULTs of later
@@ -377,7 +392,10 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 		e->ack_first = true;
 	e->acked = true;
 	e->strikes = 0;
-	set_state(e, AG_W_ACKED); /* peers' FETCH recovery asks (fetch.h AG_HAVE_ACKED) */
+	/* peers' FETCH recovery asks (fetch.h AG_HAVE_ACKED); a stalled chunk
+	 * stays silent, its question to the peers open (judged_silent()) */
+	if (e->state != AG_W_SILENT || !stalled(e, now))
+		set_state(e, AG_W_ACKED);
 	/* looked at every timer: later rounds' RESULTs would say ours was lost */
 	e->ack_until = now + ack_wait(w, e, now);
 	e->deadline = now + rto(w, 0);
@@ -574,12 +592,15 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
  * this flow nothing for AG_QUIET_US (it is gone, not just descheduled) or
  * twice the retries went unanswered while it answered other chunks. (Not
  * hearing is counted from the chunk's first transmission at the earliest.)
+ * Or the chunk is stalled (stalled()).
  */
 static bool
 judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
 {
 	uint64_t since = w->heard > e->t_first ? w->heard : e->t_first;
 
+	if (stalled(e, now))
+		return true;
 	if (e->strikes < w->conf.retries)
 		return false;
 	return now - since >= (uint64_t)AG_QUIET_US * 1000 || e->strikes >= 2 * w->conf.retries;
@@ -656,7 +677,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 		    (!e->unsent && (int64_t)(now - e->deadline) < 0 && !loss_evident(w, e, now)))
 			continue;
 		if (!e->unsent &&
-		    (e->state == AG_W_ACKED
+		    (e->acked /* ACKED, or silent when stalled */
 			 ? !loss_evident(w, e, now) && (int64_t)(now - e->ack_until) < 0
 			 : !retransmit_now(w, e, now, &probed))) {
 			e->deadline = now + rto(w, 0); /* not now: look again in a timer */

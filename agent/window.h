@@ -33,13 +33,20 @@
 #define AG_ACK_WAIT_MAX_US 500000u
 /** A switch is silent only after it sent a flow nothing for this long (E6). */
 #define AG_QUIET_US	   1000000u
+/**
+ * An ACKed chunk without its RESULT this long after its first DATA is
+ * silent too: every rank's DATA may be in and the switch may have lost the
+ * round (a restart between contributions); the peers are asked (fetch.h).
+ */
+#define AG_STALL_US	   1000000u
 
 /** Where a chunk stands in the window. */
 enum ag_window_state {
 	AG_W_FREE = 0,	/**< not in the window (never sent, resolved, or forgotten) */
 	AG_W_INFLIGHT,	/**< DATA sent (or about to be), waiting for the RESULT */
-	AG_W_SILENT,	/**< retries used up and the switch quiet (judged_silent() in window.c):
-			     still retransmitted, at the capped interval; an ACK undoes it */
+	AG_W_SILENT,	/**< retries used up and the switch quiet, or ACKed and stalled
+			     (judged_silent() in window.c): still retransmitted, at the capped
+			     interval (stalled: the ACK wait); an ACK undoes it unless stalled */
 	AG_W_ACKED,	/**< in flight, and an ACK said its DATA is in: the round waits for
 			     other ranks (E6); retransmitted, rarely, as INFLIGHT */
 };

@@ -336,6 +336,10 @@ run_coll(unsigned int rank, void *arg)
 			print_message("rank %u iter %u: %s\n", rank, it, cais_strerror(rc));
 			break;
 		}
+		if (getenv("CAIS_TEST_VERBOSE"))
+			print_message("rank %u iter %u: path %s (%s) %llu ms\n", rank, it,
+				      cais_path_name(st.path), cais_fallback_name(st.fallback),
+				      (unsigned long long)(now_ms() - t0));
 		bad = check(out, k->dt, k->op, k->count, it, scale);
 		if (bad) {
 			print_message("rank %u iter %u %s %s count %zu path %s: %zu wrong\n", rank,
@@ -690,6 +694,36 @@ t_silent(void **state)
 
 	(void)state;
 	fault_then_recover(FAULT(silent), &k, &ok);
+}
+
+/*
+ * A switch that ACKs every retransmission and never ends a round (what
+ * restarts between the ranks' contributions look like): the chunks stall
+ * (AG_STALL_US), every peer says its DATA is in or stuck, the ring.
+ */
+static void
+t_acked_never_done(void **state)
+{
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 3000,
+			 .iters = 2,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_RING,
+			 .want_fb = CAIS_FB_SILENT,
+			 .max_ms = 5000};
+	struct coll ok = k;
+
+	(void)state;
+	ok.want_path = CAIS_PATH_SWITCH;
+	ok.want_fb = CAIS_FB_NONE;
+	ok.max_ms = 0;
+	setup_comms(&default_opts);
+	atomic_store(&SW->ack_only, 1);
+	run_ranks(run_coll, &k);
+	assert_true(atomic_load(&SW->acks_tx) > 0);
+	atomic_store(&SW->ack_only, 0);
+	run_ranks(run_coll, &ok);
+	teardown_comms();
 }
 
 /* One rank's RESULTs all lost (and the stored ones too): it gets them from its peers. */
@@ -1303,6 +1337,7 @@ t_flows(void **state)
 	t_loss(state);
 	t_results_lost_one_rank(state);
 	t_silent(state);
+	t_acked_never_done(state);
 	t_restart(state);
 	t_in_place(state);
 	t_error_alarm(state);
@@ -1317,7 +1352,8 @@ main(void)
 	    cmocka_unit_test(t_block16),     cmocka_unit_test(t_block16_refused),
 	    cmocka_unit_test(t_threshold),   cmocka_unit_test(t_loss),
 	    cmocka_unit_test(t_reject),	     cmocka_unit_test(t_fwd_only),
-	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_results_lost_one_rank),
+	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_acked_never_done),
+	    cmocka_unit_test(t_results_lost_one_rank),
 	    cmocka_unit_test(t_data_lost_one_rank),
 	    cmocka_unit_test(t_overflow),    cmocka_unit_test(t_saturated_input),
 	    cmocka_unit_test(t_in_place),    cmocka_unit_test(t_outstanding),
@@ -1329,7 +1365,9 @@ main(void)
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	if (getenv("CAIS_TEST_FILTER")) /* one test or a pattern, when debugging */
+	/* when debugging: CAIS_TEST_FILTER, one test or a pattern; CAIS_TEST_VERBOSE,
+	 * each collective's path and time */
+	if (getenv("CAIS_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("CAIS_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
