@@ -482,6 +482,14 @@ check_config(const struct cais_config *cfg)
 	for (unsigned int i = 0; i < cfg->world; i++)
 		if (cfg->peers[i].sin_family != AF_INET || cfg->peers[i].sin_port == 0)
 			return -EINVAL;
+	if (cfg->nstripes > 1) { /* a stripe per flow at least (cais.h) */
+		if (!cfg->stripes || (cfg->nstripes & (cfg->nstripes - 1)) ||
+		    cfg->nstripes > (cfg->threads ? cfg->threads : 1))
+			return -EINVAL;
+		for (unsigned int j = 0; j < cfg->nstripes; j++)
+			if (cfg->stripes[j].sin_family != AF_INET)
+				return -EINVAL;
+	}
 	return 0;
 }
 
@@ -546,12 +554,14 @@ flows_open(struct cais_comm *c)
 	uint64_t seed = ((uint64_t)cfg->rank << 32) ^ (uint64_t)getpid() ^ ag_now_ns();
 	int rc;
 
-	if (fc.w.sw.sin_port == 0)
-		fc.w.sw.sin_port = htons(CAIS_UDP_PORT);
 	ag_req_flow_host(&c->reqs, &fc.host);
 	for (unsigned int i = 0; i < c->nflows; i++) {
 		fc.idx = i;
 		fc.seed = seed + i;
+		if (c->nstripes > 1) /* stripe i mod k: the seqs of this flow (cais.h) */
+			fc.w.sw = c->stripes[i % c->nstripes];
+		if (fc.w.sw.sin_port == 0)
+			fc.w.sw.sin_port = htons(CAIS_UDP_PORT);
 		fc.w.local = c->peers[cfg->rank];
 		fc.w.local.sin_port = htons((uint16_t)(ntohs(fc.w.local.sin_port) + i));
 		if ((rc = ag_flow_start(&c->flows[i], &fc)))
@@ -663,6 +673,11 @@ cais_comm_create(const struct cais_config *cfg, struct cais_comm **out)
 	}
 	memcpy(c->peers, cfg->peers, cfg->world * sizeof(*c->peers));
 	c->cfg.peers = c->peers;
+	c->nstripes = cfg->nstripes > 1 ? cfg->nstripes : 1;
+	if (cfg->nstripes > 1)
+		memcpy(c->stripes, cfg->stripes, cfg->nstripes * sizeof(*c->stripes));
+	c->cfg.stripes = cfg->nstripes > 1 ? c->stripes : NULL;
+	c->cfg.nstripes = c->nstripes;
 	rc = modules_open(c);
 	if (rc == 0 && pthread_create(&c->thread, NULL, progress_main, c) != 0)
 		rc = -ENOMEM;

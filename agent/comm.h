@@ -58,6 +58,8 @@ struct ag_tensor {
 struct cais_comm {
 	struct cais_config cfg;
 	struct sockaddr_in *peers;  /**< world entries (cfg.peers points here) */
+	unsigned int nstripes;	    /**< switch servers the flows send to (cais.h) */
+	struct sockaddr_in stripes[AG_MAX_FLOWS]; /**< cfg.stripes points here */
 	struct ag_managed *managed; /**< joined through cais-manager, or NULL */
 	const struct cais_quant_ops *q;
 

@@ -103,6 +103,8 @@ config_from_status(const json_t *st, struct cais_config *cfg, struct sockaddr_in
 		return -EPROTO;
 	cfg->tenant = (uint16_t)json_integer_value(json_object_get(st, "tenant"));
 	cfg->session = (uint16_t)json_integer_value(json_object_get(st, "session"));
+	cfg->stripes = NULL; /* the manager names one switch */
+	cfg->nstripes = 0;
 	if (json_is_integer(json_object_get(st, "slots")))
 		cfg->slots = (uint32_t)json_integer_value(json_object_get(st, "slots"));
 	if (json_is_integer(json_object_get(st, "elems_per_packet")))

@@ -62,6 +62,8 @@ struct opts {
 	bool have_switch;
 	struct sockaddr_in *peers;
 	unsigned int n_peers;
+	struct sockaddr_in *stripes; /* --stripes: in place of --switch */
+	unsigned int n_stripes;
 	uint16_t tenant, session;
 	uint32_t tensor;
 	uint32_t slots;
@@ -103,6 +105,11 @@ usage_communicator(FILE *f, const struct cais_config *d)
 		"  --rank R              this process's rank, 0..N-1\n"
 		"  --world N             the world size, 1..%u\n"
 		"  --switch IP[:PORT]    the aggregator address (port default %u)\n"
+		"  --stripes LIST        in place of --switch: the switch servers the session is\n"
+		"                        striped over, comma-separated IP[:PORT], a power of two\n"
+		"                        up to --threads; flow i sends to entry i mod k, so each\n"
+		"                        carries the seqs q with q mod k = its index; every one\n"
+		"                        holds the same session (docs/PROTOCOL.md E8)\n"
 		"  --peers LIST          every rank's data address in rank order, comma-separated\n"
 		"                        IP[:PORT] (port default %u); the port of this rank's entry\n"
 		"                        is its UDP port registered with the switch, and the ring\n"
@@ -353,8 +360,10 @@ parse_addr(const char *opt, const char *s, uint16_t default_port, struct sockadd
 		usage_error("%s '%s': expected IPv4[:PORT] (port 1..65535)", opt, s);
 }
 
+/* A comma-separated IP[:PORT] list of at most max entries into *list and *n. */
 static void
-parse_peers(struct opts *o, const char *s)
+parse_addr_list(const char *name, const char *s, unsigned int max, struct sockaddr_in **list,
+		unsigned int *n_out)
 {
 	char *copy = strdup(s), *save = NULL, *tok;
 	unsigned int n = 1;
@@ -363,17 +372,17 @@ parse_peers(struct opts *o, const char *s)
 		out_of_memory();
 	for (const char *p = s; *p; p++)
 		n += *p == ',';
-	if (n > CAIS_MAX_WORLD)
-		usage_error("--peers: %u entries, at most %u", n, CAIS_MAX_WORLD);
-	free(o->peers);
-	o->peers = calloc(n, sizeof(*o->peers));
-	if (!o->peers)
+	if (n > max)
+		usage_error("%s: %u entries, at most %u", name, n, max);
+	free(*list);
+	*list = calloc(n, sizeof(**list));
+	if (!*list)
 		out_of_memory();
-	o->n_peers = 0;
+	*n_out = 0;
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		parse_addr("--peers", tok, CAIS_UDP_PORT, &o->peers[o->n_peers++]);
-	if (o->n_peers != n)
-		usage_error("--peers '%s': an empty entry", s);
+		parse_addr(name, tok, CAIS_UDP_PORT, &(*list)[(*n_out)++]);
+	if (*n_out != n)
+		usage_error("%s '%s': an empty entry", name, s);
 	free(copy);
 }
 
@@ -426,6 +435,7 @@ enum opt_kind {
 	K_SCALE,       /* double > 0 */
 	K_ADDR,	       /* struct sockaddr_in, port default 51733 */
 	K_PEERS,       /* the --peers list */
+	K_STRIPES,     /* the --stripes list */
 	K_STRING,      /* const char * */
 	K_DTYPE,       /* enum cais_datatype */
 	K_OP,	       /* enum cais_redop */
@@ -454,6 +464,7 @@ static const struct opt_def {
     OPT_HAVE("world", K_WORLD, world, have_world),
     OPT_HAVE("switch", K_ADDR, sw, have_switch),
     OPT("peers", K_PEERS, peers, 0, 0),
+    OPT("stripes", K_STRIPES, stripes, 0, 0),
     OPT("tenant", K_U16, tenant, 0, UINT16_MAX),
     OPT("session", K_U16, session, 0, UINT16_MAX),
     OPT("tensor", K_U32, tensor, 0, UINT32_MAX),
@@ -528,7 +539,10 @@ apply_opt(struct opts *o, const struct opt_def *d, const char *v)
 		parse_addr(name, v, CAIS_UDP_PORT, f);
 		break;
 	case K_PEERS:
-		parse_peers(o, v);
+		parse_addr_list(name, v, CAIS_MAX_WORLD, &o->peers, &o->n_peers);
+		break;
+	case K_STRIPES:
+		parse_addr_list(name, v, 16, &o->stripes, &o->n_stripes);
 		break;
 	case K_STRING:
 		*(const char **)f = v;
@@ -609,8 +623,13 @@ check_args(struct opts *o)
 			usage_error(
 			    "--manager needs this rank's address: --data IP:PORT (or --peers)");
 	} else {
-		if (!o->have_switch || !o->peers)
-			usage_error("--switch and --peers are required (or --manager)");
+		if ((!o->have_switch && !o->stripes) || !o->peers)
+			usage_error("--switch (or --stripes) and --peers are required (or "
+				    "--manager)");
+		if (o->have_switch && o->stripes)
+			usage_error("--switch and --stripes: one or the other");
+		if (o->stripes)
+			o->sw = o->stripes[0]; /* the summary's first switch */
 		if (o->n_peers != o->world)
 			usage_error("--peers has %u entries, --world is %u: one per rank",
 				    o->n_peers, o->world);
@@ -635,6 +654,12 @@ check_args(struct opts *o)
 	if (o->threads & (o->threads - 1) || o->threads > o->slots)
 		usage_error("--threads %u: 0, or a power of two up to --slots %u", o->threads,
 			    o->slots);
+	if (o->stripes && o->manager)
+		usage_error("--stripes: static mode only (the manager names one switch)");
+	if (o->n_stripes & (o->n_stripes - 1) || o->n_stripes > (o->threads ? o->threads : 1))
+		usage_error("--stripes: %u switches; a power of two, at most --threads (%u): "
+			    "every stripe needs a flow",
+			    o->n_stripes, o->threads ? o->threads : 1);
 	for (unsigned int i = 0; i < o->n_sizes; i++)
 		if (o->sizes[i] % esz)
 			usage_error(
@@ -1019,6 +1044,11 @@ print_header(const struct opts *o, size_t max_bytes)
 		       ", slots %" PRIu32 " elems %u scale %g\n",
 		       o->rank, o->world, ip, ntohs(o->sw.sin_port), o->tenant, o->session,
 		       o->tensor, o->slots, o->elems, o->scale);
+		for (unsigned int j = 0; j < o->n_stripes; j++) {
+			inet_ntop(AF_INET, &o->stripes[j].sin_addr, ip, sizeof(ip));
+			printf("#   stripe %u of %u: switch %s:%u\n", j, o->n_stripes, ip,
+			       ntohs(o->stripes[j].sin_port));
+		}
 	}
 	inet_ntop(AF_INET, &me->sin_addr, ip, sizeof(ip));
 	printf("#   this rank's data address %s:%u (UDP to the switch, TCP for the ring)\n", ip,
@@ -1278,6 +1308,8 @@ config_from_opts(const struct opts *o, struct cais_config *cfg)
 	cfg->rank = o->rank;
 	cfg->world = o->world;
 	cfg->switch_addr = o->sw;
+	cfg->stripes = o->stripes;
+	cfg->nstripes = o->n_stripes;
 	cfg->peers = o->peers;
 	cfg->slots = o->slots;
 	cfg->elems = o->elems;
@@ -1416,5 +1448,6 @@ main(int argc, char **argv)
 	free(send);
 	free(recv);
 	free(o.peers);
+	free(o.stripes);
 	return pass ? EXIT_PASS : EXIT_FAILED;
 }

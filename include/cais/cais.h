@@ -151,6 +151,15 @@ struct cais_config {
 			       * switch keeps its slots' seqs: a job that reuses a
 			       * session of a running switch starts past the last
 			       * seq used, or its chunks are stale there */
+	const struct sockaddr_in *stripes; /**< nstripes entries when nstripes > 1: the
+					    * switch servers one session is striped over
+					    * (docs/PROTOCOL.md E8), in place of switch_addr.
+					    * Flow i sends to stripes[i mod nstripes], so
+					    * stripe j carries the seqs q with q mod nstripes
+					    * = j; each holds the same session. A power of two,
+					    * at most threads (every stripe needs a flow);
+					    * port 0 means 51733 */
+	unsigned int nstripes;		   /**< 0 or 1: one switch, switch_addr */
 };
 
 /** Completion details of one collective (cais_test_status(), cais_wait_status()). */

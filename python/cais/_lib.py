@@ -79,7 +79,9 @@ class cais_config(ctypes.Structure):
                 ("check_every", ctypes.c_uint32),
                 ("error_alarm", ctypes.c_double),
                 ("round_nearest", ctypes.c_bool),
-                ("first_seq", ctypes.c_uint32)]
+                ("first_seq", ctypes.c_uint32),
+                ("stripes", ctypes.POINTER(sockaddr_in)),
+                ("nstripes", ctypes.c_uint)]
 
 
 class cais_status(ctypes.Structure):

@@ -632,6 +632,24 @@ udp_free(unsigned int p)
 	return ok;
 }
 
+/* Are ports p..p+n-1 on loopback free for UDP and TCP? */
+static bool
+ports_free(unsigned int p, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					.sin_port = htons((uint16_t)(p + i))};
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+		close(fd);
+		if (!ok || !udp_free(p + i))
+			return false;
+	}
+	return true;
+}
+
 /* Every CollNet listen holds data ports of its own, T = CAIS_THREADS of them
  * (meson runs this test with 1 and 4): the k-th open at once gets CAIS_PORT
  * + k x T .. + T - 1 (static mode's session + k); a closed one's are free again. */
@@ -830,8 +848,12 @@ open_lib(void **state)
 	setenv("CAIS_IFNAME", "lo", 1);
 	setenv("CAIS_SWITCH", "127.0.0.1", 1);
 	setenv("CAIS_THRESHOLD", "1M", 1);
-	/* the CollNet data ports of test_ports: away from other tests' */
+	/* the CollNet data ports of test_ports: away from other tests', and a run of
+	 * them free now for UDP and TCP (a TCP port in TIME_WAIT after an earlier test
+	 * would move the plugin on to the next block) */
 	port_base = 40000 + (unsigned int)(getpid() % 1000) * NCCL_NET_HANDLE_MAXSIZE / 8;
+	while (!ports_free(port_base, 4 * 4 + 4) && port_base < 60000)
+		port_base += 4 * 4 + 4;
 	snprintf(port, sizeof(port), "%u", port_base);
 	setenv("CAIS_PORT", port, 1);
 	lib = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);

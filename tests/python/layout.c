@@ -38,6 +38,8 @@ main(void)
 	OFF(cais_config, error_alarm);
 	OFF(cais_config, round_nearest);
 	OFF(cais_config, first_seq);
+	OFF(cais_config, stripes);
+	OFF(cais_config, nstripes);
 	SZ(cais_status);
 	OFF(cais_status, error);
 	OFF(cais_status, path);

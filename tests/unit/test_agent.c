@@ -30,6 +30,8 @@
 #define MAXN 8
 
 static struct fake_switch *SW;
+/* The second switch server of striped communicators (setup_opts.stripes), or NULL. */
+static struct fake_switch *SW2;
 static struct sockaddr_in PEERS[MAXN];
 static struct cais_comm *COMM[MAXN];
 static unsigned int N;
@@ -93,6 +95,7 @@ struct setup_opts {
 	uint32_t retries, timeout_ms, check_every;
 	double scale;
 	enum cais_wire_dtype wire;
+	bool stripes; /**< striped over SW and SW2 (flows i mod 2) */
 };
 
 static void
@@ -100,8 +103,15 @@ setup_comms(const struct setup_opts *o)
 {
 	struct cais_config cfg;
 
+	struct sockaddr_in stripes[2];
+
 	N = o->n;
 	SW = fs_start(N, o->slots);
+	SW2 = o->stripes ? fs_start(N, o->slots) : NULL;
+	if (SW2) {
+		stripes[0] = SW->addr;
+		stripes[1] = SW2->addr;
+	}
 	for (unsigned int r = 0; r < N; r++) {
 		uint16_t p;
 		bool clash;
@@ -136,6 +146,10 @@ setup_comms(const struct setup_opts *o)
 		cfg.check_every = o->check_every;
 		cfg.wire = o->wire;
 		cfg.threads = THREADS;
+		if (SW2) {
+			cfg.stripes = stripes;
+			cfg.nstripes = 2;
+		}
 		assert_int_equal(cais_comm_create(&cfg, &COMM[r]), 0);
 	}
 }
@@ -147,6 +161,9 @@ teardown_comms(void)
 		assert_int_equal(cais_comm_destroy(COMM[r]), 0);
 	fs_stop(SW);
 	SW = NULL;
+	if (SW2)
+		fs_stop(SW2);
+	SW2 = NULL;
 }
 
 /* ---- values and bounds ---- */
@@ -1127,6 +1144,25 @@ t_errors(void **state)
 	cfg.scale = 1;
 	cfg.peers = NULL;
 	assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+	{ /* stripes: a power of two, at most the flows, each an address */
+		struct sockaddr_in st[3] = {SW->addr, SW->addr, SW->addr};
+
+		cfg.stripes = st;
+		cfg.nstripes = 2; /* one flow */
+		assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+		cfg.threads = 4;
+		cfg.nstripes = 3;
+		assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+		cfg.nstripes = 2;
+		cfg.stripes = NULL;
+		assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+		st[1].sin_family = AF_UNSPEC;
+		cfg.stripes = st;
+		assert_int_equal(cais_comm_create(&cfg, &c), -EINVAL);
+		cfg.stripes = NULL;
+		cfg.nstripes = 0;
+		cfg.threads = 0;
+	}
 	cfg.peers = PEERS; /* rank 0's address is taken by COMM[0] */
 	assert_int_equal(cais_comm_create(&cfg, &c), -EADDRINUSE);
 	assert_int_equal(cais_iallreduce(COMM[0], 1, x, x, 0, CAIS_FLOAT32, CAIS_OP_SUM, &req),
@@ -1310,6 +1346,75 @@ t_join_manager(void **state)
 	teardown_comms();
 }
 
+/* Did each rank's flows i send to stripe i mod 2 only (their ports p + i)? */
+static void
+assert_stripe_ports(const struct fake_switch *s, unsigned int stripe)
+{
+	for (unsigned int r = 0; r < N; r++) {
+		assert_int_equal(s->n_ports[r], THREADS / 2);
+		for (unsigned int k = 0; k < s->n_ports[r]; k++)
+			assert_int_equal((ntohs(s->ports[r][k]) - ntohs(PEERS[r].sin_port)) % 2,
+					 stripe);
+	}
+}
+
+/*
+ * One session striped over two switch servers (docs/PROTOCOL.md E8): four
+ * flows per rank, flows 0 and 2 to the first, 1 and 3 to the second, each
+ * switch the seqs of its parity. Every dtype and op, loss at one stripe,
+ * then one stripe silent: the ring, every rank right; then both again.
+ */
+static void
+t_stripes(void **state)
+{
+	static const size_t counts[] = {1, 256, 257, 5000};
+	struct setup_opts o = default_opts;
+	struct coll k = {.dt = CAIS_FLOAT32,
+			 .count = 20000,
+			 .iters = 3,
+			 .tensor = 1,
+			 .want_path = CAIS_PATH_SWITCH};
+	uint64_t r1, r2;
+
+	(void)state;
+	THREADS = 4;
+	o.stripes = true;
+	setup_comms(&o);
+	every_dt_op(counts, sizeof(counts) / sizeof(counts[0]), CAIS_PATH_SWITCH, CAIS_FB_NONE);
+	r1 = atomic_load(&SW->rounds);
+	r2 = atomic_load(&SW2->rounds);
+	print_message("stripes: %llu and %llu rounds\n", (unsigned long long)r1,
+		      (unsigned long long)r2);
+	/* 4 dtypes x 4 ops x 2 iterations of 1 + 1 + 2 + 20 chunks; seqs run on across
+	 * collectives, so each server gets about half */
+	assert_int_equal(r1 + r2, 4 * 4 * 2 * (1 + 1 + 2 + 20));
+	assert_true(r1 >= 300 && r2 >= 300);
+	assert_stripe_ports(SW, 0);
+	assert_stripe_ports(SW2, 1);
+	atomic_store(&SW2->data_loss_pct, 5);
+	atomic_store(&SW2->result_loss_pct, 5);
+	atomic_store(&SW2->dup_pct, 10);
+	run_ranks(run_coll, &k);
+	atomic_store(&SW2->data_loss_pct, 0);
+	atomic_store(&SW2->result_loss_pct, 0);
+	atomic_store(&SW2->dup_pct, 0);
+	assert_int_equal(METRIC(in_network), METRIC(collectives));
+	assert_int_equal(atomic_load(&SW->window_violations), 0);
+	assert_int_equal(atomic_load(&SW2->window_violations), 0);
+	/* the second server gone: its chunks are silent, nobody has them, the ring */
+	atomic_store(&SW2->silent, 1);
+	k.want_path = CAIS_PATH_RING;
+	k.want_fb = CAIS_FB_SILENT;
+	k.iters = 1;
+	run_ranks(run_coll, &k);
+	atomic_store(&SW2->silent, 0);
+	k.want_path = CAIS_PATH_SWITCH;
+	k.want_fb = CAIS_FB_NONE;
+	run_ranks(run_coll, &k);
+	teardown_comms();
+	THREADS = 1;
+}
+
 /*
  * Four flows per rank (cais_config.threads): each its own socket and port,
  * carrying the seqs that are its index modulo 4; the guarantees of one
@@ -1361,7 +1466,7 @@ main(void)
 	    cmocka_unit_test(t_restart),
 	    cmocka_unit_test(t_error_alarm), cmocka_unit_test(t_timeout),
 	    cmocka_unit_test(t_errors),	     cmocka_unit_test(t_join_manager),
-	    cmocka_unit_test(t_flows),
+	    cmocka_unit_test(t_flows),	     cmocka_unit_test(t_stripes),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
