@@ -10,6 +10,14 @@
 # of every rank sends to A (even seqs), flow 1 to B (odd seqs).
 #
 #   stripes_testbed.sh [--switch PATH] [--perf PATH] [--ctl PATH] [--testbed PATH] [--keep-logs]
+#                      [--bench [--bytes LIST] [--iters N] [--dtype f32|bf16]]
+#
+# --bench (bench/stripes.sh runs it so): instead of the cases, the same
+# all-reduces through one server (--switch A, both flows to A) and through
+# both (--stripes A,B), one after the other on the same testbed, and a table
+# of the median times and their ratio. On this testbed B sits behind A's
+# ports and every switch shares the machine's cores, so this measures the
+# cost of the second server, not bandwidth that adds up.
 #
 # (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL, CAIS_TESTBED). Needs root; without it
 # exits 77 (meson's skip code). Cases, every element checked (--check):
@@ -33,6 +41,10 @@ PERF=${CAIS_PERF:-$ROOT/build/agent/cais-allreduce-perf}
 CTL=${CAIS_CTL:-$ROOT/build/control/cais-ctl}
 TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
 KEEP_LOGS=0
+BENCH=0
+BENCH_BYTES=1M,4M,16M
+BENCH_ITERS=10
+BENCH_DTYPE=f32
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -41,6 +53,10 @@ while [ $# -gt 0 ]; do
 	--ctl) CTL=$2; shift 2 ;;
 	--testbed) TESTBED=$2; shift 2 ;;
 	--keep-logs) KEEP_LOGS=1; shift ;;
+	--bench) BENCH=1; shift ;;
+	--bytes) BENCH_BYTES=$2; shift 2 ;;
+	--iters) BENCH_ITERS=$2; shift 2 ;;
+	--dtype) BENCH_DTYPE=$2; shift 2 ;;
 	-h | --help)
 		sed -n '4,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
 		exit 0
@@ -179,13 +195,15 @@ rounds_of() { /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[
 rounds_a() { "$CTL" -s "$CTL_A" -j stats.get 2>/dev/null | rounds_of; }
 rounds_b() { ip netns exec "$NS_B" "$CTL" -s "$CTL_B" -j stats.get 2>/dev/null | rounds_of; }
 
-# run LABEL ARGS...: every rank at once, each must exit 0 within HOST_TIMEOUT
+# run LABEL ARGS...: every rank at once, each must exit 0 within HOST_TIMEOUT;
+# TO: where the ranks send (both servers unless a case says otherwise)
+TO=(--stripes "$AGG_A,$AGG_B")
 run() {
 	local label=$1 i pids=() rc bad=0 s max=0
 	shift
 	for ((i = 1; i <= RANKS; i++)); do
 		timeout -k 5 "$HOST_TIMEOUT" ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" \
-			--rank $((i - 1)) --world "$RANKS" --stripes "$AGG_A,$AGG_B" --peers "$CB_PEERS" \
+			--rank $((i - 1)) --world "$RANKS" "${TO[@]}" --peers "$CB_PEERS" \
 			--tenant 1 --session 1 --slots $S --elems $E --scale 1024 --threads $FLOWS \
 			--first-seq "$SEQ" --check --check-every 0 --retries 16 "$@" \
 			>"$WORK/$label.h$i.log" 2>&1 &
@@ -216,6 +234,29 @@ all_paths() { # label regex
 			"$WORK/$1.h$i.log" || return 1
 	done
 }
+
+if [ "$BENCH" -eq 1 ]; then
+	case $BENCH_DTYPE in f32 | bf16) ;; *) fatal "--dtype $BENCH_DTYPE: f32 or bf16" ;; esac
+	case "$BENCH_ITERS" in '' | *[!0-9]*) fatal "--iters '$BENCH_ITERS': a count" ;; esac
+	[ "$BENCH_DTYPE" = bf16 ] && wire=(--wire block16 --b16-scale 16777216 --tensor 4) ||
+		wire=(--tensor 1)
+	step "bench: $BENCH_DTYPE sum, $BENCH_BYTES, $BENCH_ITERS iterations: one server, then two"
+	TO=(--switch "$AGG_A")
+	run bench-one --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the one-server run failed"
+	TO=(--stripes "$AGG_A,$AGG_B")
+	run bench-two --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the two-server run failed"
+	all_paths bench-one switch && all_paths bench-two switch || fatal "not every collective in-network"
+	# the slowest rank's median per size (column 6, us)
+	slowest() { awk '/^ +[0-9]/ { if ($6 > t[$1]) t[$1] = $6 } END { for (b in t) print b, t[b] }' \
+		"$WORK/$1".h*.log | sort; }
+	echo
+	printf '%12s %16s %16s %10s\n' bytes "one server (us)" "two (us)" one/two
+	join <(slowest bench-one) <(slowest bench-two) | sort -n |
+		awk '{ printf "%12d %16.1f %16.1f %10.2f\n", $1, $2, $3, $2 / $3 }'
+	exit 0
+fi
 
 step "a. every dtype and op through both stripes, FIXED32 and BLOCK16"
 ra0=$(rounds_a) rb0=$(rounds_b)
