@@ -38,6 +38,7 @@ NAME="cbe2e"
 MPI=1
 GLOO=1
 DTYPE=f32
+BOUND_S=""
 WIRES=fixed32
 THREADS=1
 IDLE_SLEEP=""
@@ -51,7 +52,7 @@ usage() {
 	cat <<EOF
 Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W]
             [--dtype f32|bf16] [--wires LIST] [--threads K] [--idle-sleep-us US] [--loss P]
-            [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--quick] [--help]
+            [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--bound-s S] [--quick] [--help]
 
 The end-to-end benchmark (needs root): for every rank count N of LIST, a
 testbed of N hosts (scripts/testbed.sh) with cais-switch on their ports, then
@@ -83,8 +84,14 @@ writes CSV.
                    scripts/install-deps.sh --bench installs it)
   --no-gloo        leave out the gloo baseline (also without torch for
                    /usr/bin/python3: scripts/install-deps.sh --python)
+  --bound-s S      how long one way's run may take on all its hosts (default
+                   1200, --quick 180); past it the run is a hang: the stacks of
+                   its processes are printed (gdb, or the kernel's wait
+                   channels) and it fails. A third-party baseline (gloo, mpi)
+                   that fails or hangs is run once more, said so, then fails
   --quick          a smoke run: --ranks 4 --min-bytes 128K --max-bytes 1M
-                   --iters 1 --warmup 0 (checks that it works, not a speed)
+                   --iters 1 --warmup 0 --bound-s 180 (checks that it works,
+                   not a speed)
   --help           this text
 
 Times: per size the median over the timed iterations of each rank's
@@ -108,7 +115,7 @@ usage_error() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--ranks | --min-bytes | --max-bytes | --iters | --warmup | --build | --csv | --dtype | \
-		--wires | --threads | --idle-sleep-us | --loss)
+		--wires | --threads | --idle-sleep-us | --loss | --bound-s)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
 		--ranks) RANKS=$2 ;;
@@ -123,6 +130,7 @@ while [ $# -gt 0 ]; do
 		--threads) THREADS=$2 ;;
 		--idle-sleep-us) IDLE_SLEEP=$2 ;;
 		--loss) LOSS=$2 ;;
+		--bound-s) BOUND_S=$2 ;;
 		esac
 		shift 2
 		;;
@@ -135,7 +143,7 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--quick)
-		RANKS=4 MIN_BYTES=128K MAX_BYTES=1M ITERS=1 WARMUP=0
+		RANKS=4 MIN_BYTES=128K MAX_BYTES=1M ITERS=1 WARMUP=0 QUICK_BOUND=180
 		shift
 		;;
 	-h | --help)
@@ -167,6 +175,10 @@ case "$THREADS" in 1 | 2 | 4 | 8 | 16) ;; *) usage_error "--threads '$THREADS': 
 [ -z "$IDLE_SLEEP" ] || [[ "$IDLE_SLEEP" =~ ^[0-9]{1,6}$ ]] || usage_error "--idle-sleep-us '$IDLE_SLEEP': microseconds"
 [[ "$LOSS" =~ ^[0-9]{1,2}$ ]] && [ "$LOSS" -le 50 ] || usage_error "--loss '$LOSS': a percentage, 0..50"
 [ "$LOSS" -eq 0 ] || command -v nft >/dev/null || die "--loss needs nft (nftables)"
+[ -n "$BOUND_S" ] || BOUND_S=${QUICK_BOUND:-1200}
+[[ "$BOUND_S" =~ ^[0-9]{1,5}$ ]] && [ "$BOUND_S" -ge 10 ] || usage_error "--bound-s '$BOUND_S': seconds, at least 10"
+# timeout(1)'s backstop behind watch_pids' bound
+KILL_S=$((BOUND_S + 60))
 ESIZE=4
 [ "$DTYPE" = f32 ] || ESIZE=2
 [ $((MIN_B % ESIZE)) -eq 0 ] || usage_error "--min-bytes: a multiple of the element size"
@@ -230,15 +242,55 @@ trap cleanup EXIT
 trap 'say interrupted; exit 130' INT
 trap 'say terminated; exit 143' TERM
 
-# progress: wait for PIDS, printing the newest size line of LOG every 10 s
+# the processes below pid $1, itself included (the ranks run under timeout,
+# ip netns exec, mpirun's daemons)
+tree_pids() {
+	local p=$1 c
+	echo "$p"
+	for c in $(pgrep -P "$p" 2>/dev/null); do tree_pids "$c"; done
+}
+
+# the stacks of every process below PIDS, to stderr: what a hang waits on
+dump_stacks() {
+	local p q t
+	for p in "${PIDS[@]}"; do
+		for q in $(tree_pids "$p"); do
+			[ -r "/proc/$q/comm" ] || continue
+			echo "---- pid $q ($(cat "/proc/$q/comm" 2>/dev/null)): $(tr '\0' ' ' <"/proc/$q/cmdline" 2>/dev/null | cut -c1-160)" >&2
+			if command -v gdb >/dev/null; then
+				timeout 30 gdb -p "$q" -batch -nx -ex 'thread apply all bt 12' 2>/dev/null |
+					grep -E '^(Thread|#)' | head -n 60 >&2 || true
+			else
+				for t in /proc/"$q"/task/*; do
+					echo "  thread ${t##*/}: $(cat "$t/wchan" 2>/dev/null)" >&2
+				done
+			fi
+		done
+	done
+}
+
+# progress: wait for PIDS, printing the newest size line of LOG every 10 s;
+# past BOUND_S the run is a hang: the stacks, then every process stopped
 watch_pids() {
-	local label=$1 log=$2 t_start=$SECONDS last="" line running p
+	local label=$1 log=$2 t_start=$SECONDS last="" line running p q
 	while :; do
 		running=0
 		for p in "${PIDS[@]}"; do
 			kill -0 "$p" 2>/dev/null && running=$((running + 1))
 		done
 		[ $running -gt 0 ] || break
+		if [ $((SECONDS - t_start)) -ge "$BOUND_S" ]; then
+			say "      $label: $running process(es) still running after $BOUND_S s (--bound-s): a hang; their stacks:"
+			dump_stacks
+			for p in "${PIDS[@]}"; do
+				kill -TERM "$p" 2>/dev/null || true
+			done
+			sleep 5
+			for p in "${PIDS[@]}"; do
+				for q in $(tree_pids "$p"); do kill -KILL "$q" 2>/dev/null || true; done
+			done
+			t_start=$((SECONDS + 3600)) # once
+		fi
 		if [ $(((SECONDS - t_start) % 10)) -eq 9 ]; then
 			line=$(grep -E '^ *[0-9]+ ' "$log" 2>/dev/null | tail -n 1 | awk '{ print $1 }' || true)
 			if [ -n "$line" ] && [ "$line" != "$last" ]; then
@@ -257,7 +309,7 @@ run_agent() {
 	local label=$1 path=$2 n=$3 tensor=$4 wire=$5 i ok=1
 	PIDS=()
 	for ((i = 1; i <= n; i++)); do
-		timeout -k 5 1200 ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" --rank $((i - 1)) \
+		timeout -k 5 "$KILL_S" ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" --rank $((i - 1)) \
 			--world "$n" --switch "$TB_AGG_IP" --peers "$CB_PEERS" --slots $SLOTS --elems $ELEMS \
 			--scale $SCALE --dtype "$DTYPE" --op sum --min-bytes "$MIN_B" --max-bytes "$MAX_B" \
 			--iters "$ITERS" --warmup "$WARMUP" --sync --check --check-every 0 --path "$path" \
@@ -288,7 +340,7 @@ run_gloo() {
 	local label=$1 n=$2 i ok=1
 	PIDS=()
 	for ((i = 1; i <= n; i++)); do
-		GLOO_SOCKET_IFNAME=eth0 timeout -k 5 1200 ip netns exec "$(eval "echo \$TB_NS_$i")" \
+		GLOO_SOCKET_IFNAME=eth0 timeout -k 5 "$KILL_S" ip netns exec "$(eval "echo \$TB_NS_$i")" \
 			/usr/bin/python3 "$ROOT/bench/gloo_allreduce.py" --rank $((i - 1)) --world "$n" \
 			--master "$TB_IP_1:$((PORT + 100))" --min-bytes "$MIN_B" --max-bytes "$MAX_B" \
 			--iters "$ITERS" --warmup "$WARMUP" >"$WORK/$label.h$i.log" 2>&1 &
@@ -303,7 +355,7 @@ run_gloo() {
 		fi
 	done
 	PIDS=()
-	[ $ok -eq 1 ] || die "$label failed"
+	[ $ok -eq 1 ] || { echo "$PROG: $label failed" >&2; return 1; }
 	for b in "${SIZES[@]}"; do
 		awk -v b="$b" '$1 == b { if ($6 > t) t = $6 } END { print b, t, "gloo" }' "$WORK/$label".h*.log
 	done >"$WORK/$label.t"
@@ -343,7 +395,7 @@ EOF
 	chmod +x "$WORK/nsrsh"
 	# yield_when_idle: the ranks share cores, as the agents' do (busy-polling
 	# MPI ranks would starve one another); TCP on the data network only
-	timeout -k 5 1200 mpirun --allow-run-as-root --hostfile "$WORK/hosts" -np "$n" \
+	timeout -k 5 "$KILL_S" mpirun --allow-run-as-root --hostfile "$WORK/hosts" -np "$n" \
 		--mca plm_rsh_agent "$WORK/nsrsh" --mca plm_rsh_no_tree_spawn 1 \
 		--mca oob_tcp_if_include "$TB_MGMT_NET" --mca btl tcp,self \
 		--mca btl_tcp_if_include "$TB_DATA_NET" --mca mpi_yield_when_idle 1 --bind-to none \
@@ -354,7 +406,8 @@ EOF
 	wait "${PIDS[0]}" || {
 		tail -n 20 "$WORK/$label.log" >&2
 		PIDS=()
-		die "$label failed"
+		echo "$PROG: $label failed" >&2
+		return 1
 	}
 	PIDS=()
 	awk '/^[0-9]/ { if ($6 != 0) bad = 1; print $1, $3, "mpi" } END { exit bad }' \
@@ -435,11 +488,13 @@ JSON
 	run_agent "ring.$n" ring "$n" 1 fixed32
 	if [ "$GLOO" -eq 1 ]; then
 		say "    gloo (torch.distributed all_reduce, TCP)"
-		run_gloo "gloo.$n" "$n"
+		run_gloo "gloo.$n" "$n" || { say "    gloo failed (above): once more, a third-party baseline"; run_gloo "gloo.$n" "$n"; } ||
+			die "gloo failed twice"
 	fi
 	if [ "$MPI" -eq 1 ]; then
 		say "    mpi (OpenMPI MPI_Allreduce, TCP)"
-		run_mpi "mpi.$n" "$n"
+		run_mpi "mpi.$n" "$n" || { say "    mpi failed (above): once more, a third-party baseline"; run_mpi "mpi.$n" "$n"; } ||
+			die "mpi failed twice"
 	fi
 	IDLE=$("$CTL" -s "$CTL_ADDR" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
