@@ -28,17 +28,20 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 declare -a names=() results=() times=()
 failed=0
 
+# each stage's output also goes to LOGS/N.log: a failed stage's last lines
+# are printed again after the summary (the end of a long log is what CI keeps)
+LOGS=$(mktemp -d /tmp/cais-run-tests.XXXXXX)
 stage() {
 	local name="$1"; shift
 	local t0=$SECONDS rc
 	echo
 	echo "=== run-tests: $name ==="
-	"$@"
-	rc=$?
+	"$@" 2>&1 | tee "$LOGS/${#names[@]}.log"
+	rc=${PIPESTATUS[0]}
 	names+=("$name")
 	times+=("$((SECONDS - t0))")
 	if [ $rc -eq 0 ]; then results+=("ok"); else results+=("FAILED ($rc)"); failed=1; fi
@@ -74,4 +77,11 @@ echo "=== run-tests: summary ==="
 for i in "${!names[@]}"; do
 	printf '  %-32s %-12s %4ss\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
 done
+for i in "${!names[@]}"; do
+	[ "${results[$i]}" = ok ] && continue
+	echo
+	echo "=== run-tests: the last 100 lines of '${names[$i]}' (whole: $LOGS/$i.log) ==="
+	tail -n 100 "$LOGS/$i.log"
+done
+[ $failed -eq 1 ] || rm -rf "$LOGS"
 exit $failed
