@@ -56,6 +56,7 @@ struct ag_window {
 	uint64_t heard_result;	   /**< when the last RESULT came */
 	uint64_t last_probe;	   /**< when the last probe went (retransmit_now()) */
 	bool probe_out;		   /**< ... and it has had no answer yet */
+	bool probe_missed;	   /**< ... nor had the one before it */
 	uint64_t burst_until;	   /**< a probe found a loss: every chunk due goes until then */
 	bool blocked;		   /**< the socket refused a send */
 	uint8_t *rxbuf;		   /**< AG_BATCH x AG_DGRAM */
@@ -403,7 +404,7 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 	/* the probe is answered: its round waits for other ranks */
 	if (e->probe) {
 		e->probe = false;
-		w->probe_out = false;
+		w->probe_out = w->probe_missed = false;
 	}
 }
 
@@ -428,7 +429,7 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	w->heard_result = now;
 	if (e->probe) { /* the probe found a loss (or a restarted switch) */
 		w->burst_until = now + 2 * rto(w, 0);
-		w->probe_out = false;
+		w->probe_out = w->probe_missed = false;
 	}
 	release(w, e);
 	w->ev.result(w->ev.ctx, owner, idx, p + CAIS_HDR_LEN, f->count,
@@ -586,24 +587,31 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 	return !w->blocked;
 }
 
+/* The switch has sent this flow nothing for AG_QUIET_US since chunk e first went. */
+static bool
+quiet(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
+{
+	uint64_t since = w->heard > e->t_first ? w->heard : e->t_first;
+
+	return now - since >= (uint64_t)AG_QUIET_US * 1000;
+}
+
 /*
  * Has the switch gone silent for chunk e, due again? Its retransmissions
  * since the last ACK used up the retries, and either the switch has sent
- * this flow nothing for AG_QUIET_US (it is gone, not just descheduled) or
- * twice the retries went unanswered while it answered other chunks. (Not
- * hearing is counted from the chunk's first transmission at the earliest.)
+ * this flow nothing for AG_QUIET_US (quiet(): it is gone, not just
+ * descheduled) or twice the retries went unanswered while it answered other
+ * chunks.
  * Or the chunk is stalled (stalled()).
  */
 static bool
 judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
 {
-	uint64_t since = w->heard > e->t_first ? w->heard : e->t_first;
-
 	if (stalled(e, now))
 		return true;
 	if (e->strikes < w->conf.retries)
 		return false;
-	return now - since >= (uint64_t)AG_QUIET_US * 1000 || e->strikes >= 2 * w->conf.retries;
+	return quiet(w, e, now) || e->strikes >= 2 * w->conf.retries;
 }
 
 /*
@@ -632,21 +640,30 @@ loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_
  * an ACK (the DATA is in, its round waits for other ranks: the next probe,
  * a timer later, goes to the next chunk), or its RESULT without an ACK (the
  * DATA or the RESULT was lost, or the switch restarted), or nothing for a
- * timer (lost again): in the last two cases every chunk due goes for two
- * timers (burst_until).
- * A switch quiet for AG_QUIET_US gets every chunk again, as before: that is
- * how a silent switch is judged (judged_silent()).
+ * timer and then nothing for two timers after one more probe (lost again;
+ * one timer is often only a switch or host descheduled on shared cores): in
+ * the last two cases every chunk due goes for two timers (burst_until).
+ * A switch quiet for AG_QUIET_US since the chunk first went gets every chunk
+ * again, as before: that is how a silent switch is judged (judged_silent());
+ * a flow idle between collectives is not quiet.
  */
 static bool
 retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, bool *probed)
 {
-	if (loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 ||
-	    now - w->heard >= (uint64_t)AG_QUIET_US * 1000)
+	if (loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 || quiet(w, e, now))
 		return true;
-	if (*probed || now - w->heard_result < rto(w, 0) || now - w->last_probe < rto(w, 0))
+	if (*probed || now - w->heard_result < rto(w, 0) ||
+	    now - w->last_probe < rto(w, w->probe_missed ? 1 : 0))
 		return false;
-	if (w->probe_out) { /* a timer without an answer to the probe: a loss */
-		w->probe_out = false;
+	if (w->probe_out && !w->probe_missed) { /* one more probe, twice the wait */
+		w->probe_missed = true;
+		*probed = true;
+		e->probe = true;
+		w->last_probe = now;
+		return true;
+	}
+	if (w->probe_out) { /* two probes without an answer: a loss */
+		w->probe_out = w->probe_missed = false;
 		w->burst_until = now + 2 * rto(w, 0);
 		return true;
 	}
