@@ -57,6 +57,7 @@ struct ag_window {
 	uint64_t last_probe;	   /**< when the last probe went (retransmit_now()) */
 	bool probe_out;		   /**< ... and it has had no answer yet */
 	bool probe_missed;	   /**< ... nor had the one before it */
+	bool probe_chain;	   /**< a probe's RESULT came: the next due chunk probes at once */
 	uint64_t burst_until;	   /**< a probe found a loss: every chunk due goes until then */
 	bool blocked;		   /**< the socket refused a send */
 	uint8_t *rxbuf;		   /**< AG_BATCH x AG_DGRAM */
@@ -427,8 +428,8 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	w->results++;
 	w->last_result = e->seq;
 	w->heard_result = now;
-	if (e->probe) { /* the probe found a loss (or a restarted switch) */
-		w->burst_until = now + 2 * rto(w, 0);
+	if (e->probe) { /* a loss, or the probe crossed its RESULT: ask the next */
+		w->probe_chain = true;
 		w->probe_out = w->probe_missed = false;
 	}
 	release(w, e);
@@ -638,11 +639,14 @@ loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_
  * a probe: the oldest due and not acknowledged, when no RESULT came for a
  * timer, at most one per timer. The probe's answer tells the cases apart:
  * an ACK (the DATA is in, its round waits for other ranks: the next probe,
- * a timer later, goes to the next chunk), or its RESULT without an ACK (the
- * DATA or the RESULT was lost, or the switch restarted), or nothing for a
- * timer and then nothing for two timers after one more probe (lost again;
- * one timer is often only a switch or host descheduled on shared cores): in
- * the last two cases every chunk due goes for two timers (burst_until).
+ * a timer later, goes to the next chunk); its RESULT without an ACK (the
+ * DATA or the RESULT was lost, or the probe crossed the round's RESULT on
+ * its way: which, the host cannot tell), and then the next due chunk is a
+ * probe at once (probe_chain), one a round trip, until an ACK or no chunk
+ * due ends the chain; or nothing for a timer and then nothing for two
+ * timers after one more probe (lost again; one timer is often only a switch
+ * or host descheduled on shared cores), and then every chunk due goes for
+ * two timers (burst_until).
  * A switch quiet for AG_QUIET_US since the chunk first went gets every chunk
  * again, as before: that is how a silent switch is judged (judged_silent());
  * a flow idle between collectives is not quiet.
@@ -652,8 +656,10 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 {
 	if (loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 || quiet(w, e, now))
 		return true;
-	if (*probed || now - w->heard_result < rto(w, 0) ||
-	    now - w->last_probe < rto(w, w->probe_missed ? 1 : 0))
+	if (*probed)
+		return false;
+	if (!w->probe_chain && (now - w->heard_result < rto(w, 0) ||
+				now - w->last_probe < rto(w, w->probe_missed ? 1 : 0)))
 		return false;
 	if (w->probe_out && !w->probe_missed) { /* one more probe, twice the wait */
 		w->probe_missed = true;
@@ -670,6 +676,7 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 	*probed = true;
 	e->probe = true;
 	w->probe_out = true;
+	w->probe_chain = false;
 	w->last_probe = now;
 	return true;
 }
