@@ -601,8 +601,7 @@ quiet(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
  * Has the switch gone silent for chunk e, due again? Its retransmissions
  * since the last ACK used up the retries, and either the switch has sent
  * this flow nothing for AG_QUIET_US (quiet(): it is gone, not just
- * descheduled) or twice the retries went unanswered while it answered other
- * chunks.
+ * descheduled) or twice the retries went unanswered (an ACK resets them).
  * Or the chunk is stalled (stalled()).
  */
 static bool

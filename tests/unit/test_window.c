@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * agent/window.c on a clock of the test's own: the window takes `now` as an
+ * argument, so the retransmission rules (retransmit_now(): probes, bursts,
+ * quiet) are checked to the nanosecond, with no scheduler in the way. The
+ * switch is a UDP socket of the test that reads the window's DATA and
+ * answers by hand (ACK, RESULT: the DATA's own header and payload sent
+ * back).
+ *
+ * Timer floor 1 ms, no RTT sample (no chunk here is answered unambiguously),
+ * so the timer is 1 ms and twice that after one retransmission.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include <cais/proto.h>
+
+#include "../../agent/window.h"
+
+#define MS     1000000ull	   /* ns */
+#define T0     (10ull * 1000 * MS) /* 10 s: the flow has heard nothing since 0 */
+#define NCHUNK 4
+#define ELEMS  4
+
+struct fixture {
+	int sw;			 /* the test's switch socket */
+	struct sockaddr_in host; /* the window's address */
+	struct ag_window *w;
+	uint8_t payload[NCHUNK][4 * ELEMS];
+	uint8_t last[NCHUNK][CAIS_HDR_LEN + 4 * ELEMS]; /* the last DATA of each seq */
+	atomic_uint retx;
+	unsigned int results, silent;
+	uint64_t silent_at; /* the clock at the first silent event */
+	uint64_t now;
+};
+
+static void
+on_result(void *ctx, void *owner, uint32_t idx, const uint8_t *payload, uint16_t count,
+	  uint32_t len, uint8_t flags)
+{
+	struct fixture *f = ctx;
+
+	(void)owner, (void)idx, (void)payload, (void)count, (void)len, (void)flags;
+	f->results++;
+}
+
+static void
+on_reject(void *ctx, void *owner, uint32_t seq, uint16_t reason, uint8_t dtype)
+{
+	(void)ctx, (void)owner, (void)seq, (void)reason, (void)dtype;
+	fail_msg("no REJECT is sent in these tests");
+}
+
+static void
+on_silent(void *ctx, void *owner, uint32_t seq)
+{
+	struct fixture *f = ctx;
+
+	(void)owner, (void)seq;
+	if (f->silent++ == 0)
+		f->silent_at = f->now;
+}
+
+static int
+setup(void **state)
+{
+	static struct fixture f;
+	struct ag_window_conf conf = {.tenant = 1,
+				      .session = 1,
+				      .rank = 0,
+				      .slots = 16,
+				      .elems = ELEMS,
+				      .retx_timeout_us = 1000,
+				      .retries = 8};
+	struct ag_window_events ev = {
+	    .ctx = &f, .result = on_result, .reject = on_reject, .silent = on_silent};
+	socklen_t l = sizeof(conf.sw);
+
+	memset(&f, 0, sizeof(f));
+	f.sw = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	assert_true(f.sw >= 0);
+	conf.sw.sin_family = AF_INET;
+	conf.sw.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(f.sw, (struct sockaddr *)&conf.sw, sizeof(conf.sw)), 0);
+	assert_int_equal(getsockname(f.sw, (struct sockaddr *)&conf.sw, &l), 0);
+	conf.local.sin_family = AF_INET;
+	conf.local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(ag_window_open(&f.w, &conf, &ev), 0);
+	l = sizeof(f.host);
+	assert_int_equal(getsockname(ag_window_fd(f.w), (struct sockaddr *)&f.host, &l), 0);
+	*state = &f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	ag_window_close(f->w);
+	close(f->sw);
+	return 0;
+}
+
+/* The DATA the window sent since the last call: how many were retransmissions. */
+static unsigned int
+retransmitted(struct fixture *f, unsigned int *fresh)
+{
+	uint8_t buf[2048];
+	unsigned int r = 0, n = 0;
+	ssize_t len;
+
+	while ((len = recv(f->sw, buf, sizeof(buf), 0)) > 0) {
+		struct cais_fields h;
+
+		assert_int_equal(cais_hdr_check(buf, (size_t)len), CAIS_HDR_OK);
+		cais_hdr_read((const struct cais_hdr *)buf, &h);
+		assert_int_equal(h.type, CAIS_TYPE_DATA);
+		assert_true(h.seq < NCHUNK);
+		assert_int_equal((size_t)len, sizeof(f->last[0]));
+		memcpy(f->last[h.seq], buf, (size_t)len);
+		if (h.flags & CAIS_F_RETX)
+			r++;
+		else
+			n++;
+	}
+	assert_int_equal(errno, EAGAIN);
+	if (fresh)
+		*fresh = n;
+	return r;
+}
+
+/* Send tx at time t (ms after T0) and count what went again. */
+static unsigned int
+tx_at(struct fixture *f, double t_ms)
+{
+	f->now = T0 + (uint64_t)(t_ms * MS);
+	ag_window_tx(f->w, f->now);
+	return retransmitted(f, NULL);
+}
+
+/* The switch answers seq (ACK or RESULT) at time t; the window reads it. */
+static void
+answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
+{
+	uint8_t buf[sizeof(f->last[0])];
+	struct cais_fields h;
+	struct pollfd p = {.fd = ag_window_fd(f->w), .events = POLLIN};
+	size_t len = sizeof(buf);
+
+	memcpy(buf, f->last[seq], sizeof(buf));
+	cais_hdr_read((const struct cais_hdr *)buf, &h);
+	h.type = type;
+	h.flags = 0;
+	h.rank = CAIS_RANK_NONE;
+	if (type == CAIS_TYPE_ACK) {
+		h.count = 0;
+		len = CAIS_HDR_LEN;
+	}
+	cais_hdr_build((struct cais_hdr *)buf, &h);
+	assert_int_equal(
+	    sendto(f->sw, buf, len, 0, (const struct sockaddr *)&f->host, sizeof(f->host)),
+	    (ssize_t)len);
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	f->now = T0 + (uint64_t)(t_ms * MS);
+	ag_window_rx(f->w, f->now);
+}
+
+/* NCHUNK chunks at T0, all sent. */
+static void
+send_chunks(struct fixture *f)
+{
+	unsigned int fresh = 0;
+
+	for (uint32_t s = 0; s < NCHUNK; s++)
+		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+	f->now = T0;
+	ag_window_tx(f->w, f->now);
+	assert_int_equal(retransmitted(f, &fresh), 0);
+	assert_int_equal(fresh, NCHUNK);
+}
+
+/*
+ * A probe without an answer for a timer: one more probe, twice the wait,
+ * then (still nothing) every due chunk. Starts 10 s after the flow last
+ * heard the switch: a flow idle between collectives, not a quiet switch.
+ */
+static void
+t_unanswered_probe(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 0.5), 0);
+	assert_int_equal(tx_at(f, 1.1), 1);	 /* the probe (not all four: not quiet) */
+	assert_int_equal(tx_at(f, 2.2), 1);	 /* one more probe (not a burst) */
+	assert_int_equal(tx_at(f, 3.3), 0);	 /* its wait is two timers */
+	assert_int_equal(tx_at(f, 4.5), NCHUNK); /* nothing: every due chunk goes */
+	assert_int_equal(f->results, 0);
+}
+
+/* The same, and the first probe's ACK comes late: no burst. */
+static void
+t_late_ack(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 1.1), 1);
+	assert_int_equal(tx_at(f, 2.2), 1);
+	answer_at(f, 0, CAIS_TYPE_ACK, 3.0); /* the first probe's, 1.9 ms late */
+	assert_int_equal(ag_window_state(f->w, 0), AG_W_ACKED);
+	assert_true(tx_at(f, 4.5) <= 1); /* at most the next probe */
+	assert_true(tx_at(f, 5.7) <= 1);
+}
+
+/* A probe answered by its RESULT: the next due chunk probes at once, one at a time. */
+static void
+t_probe_chain(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 1.1), 1); /* probe: seq 0 */
+	answer_at(f, 0, CAIS_TYPE_RESULT, 1.2);
+	assert_int_equal(f->results, 1);
+	/* seqs 1-3 are due again at 2.1 (a RESULT 0.95 ms ago: no probe
+	 * would go yet without the chain; a burst would send all three) */
+	assert_int_equal(tx_at(f, 2.15), 1);
+	answer_at(f, 1, CAIS_TYPE_RESULT, 2.2);
+	assert_int_equal(tx_at(f, 3.2), 1);  /* seq 2, and seq 3 waits */
+	answer_at(f, 2, CAIS_TYPE_ACK, 3.3); /* in, waiting for others: the chain ends */
+	assert_int_equal(tx_at(f, 3.35), 0);
+	assert_int_equal(f->results, 2);
+}
+
+/*
+ * Nothing ever comes back: silent once twice the retries went unanswered
+ * (judged_silent(); 16 at a backoff capped at 20 ms: about 0.3 s), not at
+ * the first timers, and within AG_QUIET_US at the latest.
+ */
+static void
+t_silent(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int total = 0;
+
+	send_chunks(f);
+	for (double t = 0.25; t < 3000 && f->silent == 0; t += 0.25)
+		total += tx_at(f, t);
+	assert_true(f->silent > 0);
+	print_message("silent after %.1f ms, %u retransmissions\n",
+		      (double)(f->silent_at - T0) / MS, total);
+	assert_true(f->silent_at - T0 >= 100 * MS);
+	assert_true(f->silent_at - T0 < (uint64_t)AG_QUIET_US * 1000 + 100 * MS);
+	assert_true(total >= 2 * 8);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(t_unanswered_probe, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_late_ack, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_probe_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_silent, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
