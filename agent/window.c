@@ -660,22 +660,17 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 	if (!w->probe_chain && (now - w->heard_result < rto(w, 0) ||
 				now - w->last_probe < rto(w, w->probe_missed ? 1 : 0)))
 		return false;
-	if (w->probe_out && !w->probe_missed) { /* one more probe, twice the wait */
-		w->probe_missed = true;
-		*probed = true;
-		e->probe = true;
-		w->last_probe = now;
-		return true;
-	}
-	if (w->probe_out) { /* two probes without an answer: a loss */
+	if (w->probe_out && w->probe_missed) { /* two probes without an answer: a loss */
 		w->probe_out = w->probe_missed = false;
 		w->burst_until = now + 2 * rto(w, 0);
 		return true;
 	}
-	*probed = true;
-	e->probe = true;
+	/* a probe; after one unanswered for a timer, one more, given twice the wait */
+	w->probe_missed = w->probe_out;
 	w->probe_out = true;
 	w->probe_chain = false;
+	*probed = true;
+	e->probe = true;
 	w->last_probe = now;
 	return true;
 }

@@ -272,14 +272,15 @@ dump_stacks() {
 # progress: wait for PIDS, printing the newest size line of LOG every 10 s;
 # past BOUND_S the run is a hang: the stacks, then every process stopped
 watch_pids() {
-	local label=$1 log=$2 t_start=$SECONDS last="" line running p q
+	local label=$1 log=$2 t_start=$SECONDS last="" line running p q hung=0
 	while :; do
 		running=0
 		for p in "${PIDS[@]}"; do
 			kill -0 "$p" 2>/dev/null && running=$((running + 1))
 		done
 		[ $running -gt 0 ] || break
-		if [ $((SECONDS - t_start)) -ge "$BOUND_S" ]; then
+		if [ $hung -eq 0 ] && [ $((SECONDS - t_start)) -ge "$BOUND_S" ]; then
+			hung=1
 			say "      $label: $running process(es) still running after $BOUND_S s (--bound-s): a hang; their stacks:"
 			dump_stacks
 			for p in "${PIDS[@]}"; do
@@ -289,7 +290,6 @@ watch_pids() {
 			for p in "${PIDS[@]}"; do
 				for q in $(tree_pids "$p"); do kill -KILL "$q" 2>/dev/null || true; done
 			done
-			t_start=$((SECONDS + 3600)) # once
 		fi
 		if [ $(((SECONDS - t_start) % 10)) -eq 9 ]; then
 			line=$(grep -E '^ *[0-9]+ ' "$log" 2>/dev/null | tail -n 1 | awk '{ print $1 }' || true)
@@ -414,6 +414,15 @@ EOF
 		"$WORK/$label.log" >"$WORK/$label.t" || die "$label: wrong elements"
 }
 
+# twice NAME COMMAND...: a third-party baseline's run, once more if it fails
+twice() {
+	local name=$1
+	shift
+	"$@" && return 0
+	say "    $name failed (above): once more, a third-party baseline"
+	"$@" || die "$name failed twice"
+}
+
 COLS=()
 for w in "${WIRE_LIST[@]}"; do COLS+=("cais-$w"); done
 COLS+=(ring)
@@ -488,13 +497,11 @@ JSON
 	run_agent "ring.$n" ring "$n" 1 fixed32
 	if [ "$GLOO" -eq 1 ]; then
 		say "    gloo (torch.distributed all_reduce, TCP)"
-		run_gloo "gloo.$n" "$n" || { say "    gloo failed (above): once more, a third-party baseline"; run_gloo "gloo.$n" "$n"; } ||
-			die "gloo failed twice"
+		twice gloo run_gloo "gloo.$n" "$n"
 	fi
 	if [ "$MPI" -eq 1 ]; then
 		say "    mpi (OpenMPI MPI_Allreduce, TCP)"
-		run_mpi "mpi.$n" "$n" || { say "    mpi failed (above): once more, a third-party baseline"; run_mpi "mpi.$n" "$n"; } ||
-			die "mpi failed twice"
+		twice mpi run_mpi "mpi.$n" "$n"
 	fi
 	IDLE=$("$CTL" -s "$CTL_ADDR" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
