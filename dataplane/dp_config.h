@@ -7,6 +7,8 @@
 #ifndef DP_CONFIG_H
 #define DP_CONFIG_H
 
+#include <cais/proto.h>
+
 /** Packets per rx burst: DPDK's usual 32 amortises the PMD call without hurting latency. */
 #define DP_BURST 32
 
@@ -45,10 +47,12 @@
 #define DP_MBUFS 8192
 
 /**
- * Header pool: one header mbuf and one indirect mbuf per RESULT copy
- * (RESULT to n members shares one payload), plus flood clones.
+ * Header pool: per RESULT copy (dp_reply.c) one mbuf with the whole frame
+ * when its payload is at most DP_RESULT_COPY_MAX bytes, else a header mbuf
+ * and an indirect mbuf that shares the one payload; plus flood clones.
  */
-#define DP_HDR_MBUF_DATA 128
+#define DP_RESULT_COPY_MAX 1024
+#define DP_HDR_MBUF_DATA   (CAIS_FRAME_OVERHEAD + DP_RESULT_COPY_MAX)
 #define DP_HDR_MBUFS	 16384
 
 /** Per-lcore mbuf cache: DPDK's recommended size for bursts of 32. */

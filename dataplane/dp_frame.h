@@ -5,8 +5,9 @@
  * on plain bytes as the parser reads them (dp_parse.h): no DPDK.
  *
  * Headers toward a session's member are written once, when the session is
- * added (dp_frame_hdr() into the member's template); per packet only the
- * lengths and the IPv4 checksum change (dp_frame_lengths()). IPv4 without
+ * added (dp_frame_hdr() into the member's template, its IPv4 checksum
+ * included); per packet only the lengths change, and the checksum by the
+ * length's word (dp_frame_lengths()). IPv4 without
  * options, don't fragment, TTL 64; UDP checksum 0, which IPv4 allows.
  */
 #ifndef DP_FRAME_H
@@ -25,8 +26,9 @@
 #define DP_ETH_MIN_FRAME  60u /**< the Ethernet minimum, without the FCS */
 
 /**
- * Write Ethernet/IPv4/UDP headers (CAIS_FRAME_HDR_OFF bytes) at p, lengths
- * and checksum 0 (dp_frame_lengths() sets them).
+ * Write Ethernet/IPv4/UDP headers (CAIS_FRAME_HDR_OFF bytes) at p with
+ * lengths 0 and the IPv4 checksum of that header (dp_frame_lengths() then
+ * sets the lengths and updates the checksum).
  * @param dst_mac, src_mac  6 bytes each
  * @param src_ip, dst_ip    network order
  * @param sport_be, dport_be UDP ports, network order
@@ -65,20 +67,26 @@ dp_frame_ip_csum(const uint8_t *ip)
 
 /**
  * Set the IPv4 and UDP lengths of a frame carrying cais_bytes after its UDP
- * header, the IPv4 checksum, and UDP checksum 0.
+ * header, whose headers are as dp_frame_hdr() wrote them (lengths 0, the
+ * checksum of that): the IPv4 checksum is updated for the one word that
+ * changes (RFC 1624, eqn. 3, with the old word 0), not summed again; UDP
+ * checksum 0.
  */
 static inline void
 dp_frame_lengths(uint8_t *frame, unsigned int cais_bytes)
 {
 	uint8_t *ip = frame + CAIS_ETH_HLEN, *udp = ip + CAIS_IP_HLEN;
-	uint16_t csum;
+	uint16_t csum, len;
+	uint32_t sum;
 
 	dp_frame_wr16(ip + 2, CAIS_IP_HLEN + CAIS_UDP_HLEN + cais_bytes);
-	memset(ip + 10, 0, 2);
-	csum = dp_frame_ip_csum(ip);
+	memcpy(&len, ip + 2, 2);
+	memcpy(&csum, ip + 10, 2);
+	sum = (uint32_t)(uint16_t)~csum + len;
+	sum = (sum & 0xFFFF) + (sum >> 16);
+	csum = (uint16_t)~sum;
 	memcpy(ip + 10, &csum, 2);
 	dp_frame_wr16(udp + 4, CAIS_UDP_HLEN + cais_bytes);
-	memset(udp + 6, 0, 2);
 }
 
 #endif /* DP_FRAME_H */

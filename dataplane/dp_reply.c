@@ -79,48 +79,73 @@ result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
 }
 
 /*
- * The payload is written once, into m; the first n-1 members get a header
- * mbuf chained to an indirect mbuf that shares m's payload, and m itself
- * (headers rewritten in place) goes to the last member.
+ * The first n - 1 members' copies of a RESULT whose frame m holds (payload
+ * and CAIS header written): small ones copied whole into one header-pool
+ * mbuf each, larger ones as a header mbuf chained to an indirect mbuf that
+ * shares m's payload. A copy costs an mbuf and the copy of its bytes, a
+ * shared one two mbufs and the reference count of m (an atomic on attach
+ * and again on free): below DP_RESULT_COPY_MAX bytes the copy is cheaper.
+ * Returns the copies sent; none when the header pool is empty (the round
+ * stays complete: those members retransmit and get a unicast).
+ */
+static unsigned int
+send_copies(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
+	    struct rte_mbuf *m, unsigned int plen)
+{
+	struct rte_mbuf *mb[2 * (CAIS_MAX_WORLD - 1)];
+	const uint8_t *h = rte_pktmbuf_mtod_offset(m, const uint8_t *, CAIS_FRAME_HDR_OFF);
+	const unsigned int copies = s->n - 1u, whole = plen <= DP_RESULT_COPY_MAX;
+	const unsigned int len = CAIS_FRAME_OVERHEAD + plen;
+
+	if (copies == 0)
+		return 0;
+	if (unlikely(rte_pktmbuf_alloc_bulk(lc->sw->hdr_pool, mb, whole ? copies : 2 * copies))) {
+		lc->c.drops[DP_DROP_NO_MBUF] += copies;
+		return 0;
+	}
+	for (unsigned int r = 0; r < copies; r++) {
+		struct rte_mbuf *hd = mb[whole ? r : 2 * r];
+		uint8_t *p = (uint8_t *)rte_pktmbuf_append(hd, whole ? len : CAIS_FRAME_OVERHEAD);
+
+		to_member(p, &s->members[r], CAIS_HDR_LEN + plen, sl->seq);
+		if (whole) {
+			memcpy(p + CAIS_FRAME_HDR_OFF, h, CAIS_HDR_LEN + plen);
+		} else {
+			struct rte_mbuf *ind = mb[2 * r + 1];
+
+			rte_pktmbuf_attach(ind, m);
+			rte_pktmbuf_adj(ind, CAIS_FRAME_OVERHEAD);
+			memcpy(p + CAIS_FRAME_HDR_OFF, h, CAIS_HDR_LEN);
+			hd->next = ind;
+			hd->nb_segs = 2;
+			hd->pkt_len = len;
+		}
+		send_to_member(lc, s, &s->members[r], hd);
+	}
+	return copies;
+}
+
+/*
+ * The payload is stored once, into m; the first n - 1 members get copies
+ * (send_copies()), and m itself (headers rewritten in place) goes to the
+ * last member.
  */
 void
 dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, const int64_t *acc,
 		 struct rte_mbuf *m)
 {
-	struct dp_switch *sw = lc->sw;
 	struct dp_session_counters *sc = &s->part[lc->idx].c;
-	struct rte_mbuf *mb[2 * (CAIS_MAX_WORLD - 1)];
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	struct cais_hdr *h = dp_mbuf_cais(m);
-	unsigned int plen = cais_payload_bytes(sl->dtype, sl->count);
-	unsigned int copies = s->n - 1u, r;
+	unsigned int plen = cais_payload_bytes(sl->dtype, sl->count), sent;
 
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
-	sl->ovf |= sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
+	sl->ovf |= lc->sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
 	sc->overflow += sl->ovf;
-	to_result(h, result_flags(lc, sl), sl->dtype);
-
-	if (copies && unlikely(rte_pktmbuf_alloc_bulk(sw->hdr_pool, mb, 2 * copies) != 0)) {
-		/* the round stays complete: those members retransmit and get a unicast */
-		lc->c.drops[DP_DROP_NO_MBUF] += copies;
-		copies = 0;
-	}
-	for (r = 0; r < copies; r++) {
-		struct rte_mbuf *hd = mb[2 * r], *ind = mb[2 * r + 1];
-		uint8_t *p = (uint8_t *)rte_pktmbuf_append(hd, CAIS_FRAME_OVERHEAD);
-
-		rte_pktmbuf_attach(ind, m);
-		rte_pktmbuf_adj(ind, CAIS_FRAME_OVERHEAD);
-		to_member(p, &s->members[r], CAIS_HDR_LEN + plen, sl->seq);
-		memcpy(p + CAIS_FRAME_HDR_OFF, h, CAIS_HDR_LEN);
-		hd->next = ind;
-		hd->nb_segs = 2;
-		hd->pkt_len = CAIS_FRAME_OVERHEAD + plen;
-		send_to_member(lc, s, &s->members[r], hd);
-	}
+	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->dtype);
+	sent = send_copies(lc, s, sl, m, plen);
 	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen, sl->seq);
 	send_to_member(lc, s, &s->members[s->n - 1], m);
-	sc->results_tx += copies + 1;
+	sc->results_tx += sent + 1;
 }
 
 void

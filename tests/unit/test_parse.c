@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "dp_frame.h"
 #include "test_env.h"
 
 #define TENANT	   1
@@ -877,6 +878,39 @@ test_ip_csum(void **state)
 		assert_int_equal(dp_ip_csum(p, 20), tf_csum(b + CAIS_ETH_HLEN, 20));
 		free(p);
 	}
+}
+
+/*
+ * dp_frame_hdr() + dp_frame_lengths(), the headers of everything the switch
+ * sends: the checksum updated for the length equals the one summed afresh,
+ * for addresses whose sums wrap around and every length a frame can have.
+ */
+static void
+test_frame_lengths(void **state)
+{
+	static const uint32_t ips[][2] = {
+	    {0x0A000001, 0x0A000002}, {0xFFFFFFFE, 0xFFFFFFFF}, {0x00000001, 0x00000000},
+	    {0xC0A80001, 0xC0A800C7}, {0xBFFF4000, 0x0000FFEE}, {0x7FFF8000, 0xFFFF0000},
+	};
+	const uint8_t dmac[6] = {2, 0, 0, 0, 0, 1}, smac[6] = {2, 0, 0, 0, 0, 2};
+	uint8_t f[CAIS_FRAME_HDR_OFF], *ip = f + CAIS_ETH_HLEN;
+
+	(void)state;
+	for (size_t a = 0; a < sizeof(ips) / sizeof(ips[0]); a++)
+		for (unsigned int bytes = 0; bytes <= 65535 - 28; bytes += 1 + bytes / 7) {
+			uint16_t got, want, dport = htons((uint16_t)(bytes * 13u));
+
+			dp_frame_hdr(f, dmac, smac, htonl(ips[a][0]), htonl(ips[a][1]),
+				     htons(51733), dport);
+			assert_int_equal(dp_ip_csum(ip, 20), 0); /* the template's own */
+			dp_frame_lengths(f, bytes);
+			assert_int_equal(ip[2] << 8 | ip[3], 28 + bytes);
+			assert_int_equal(ip[20 + 4] << 8 | ip[20 + 5], 8 + bytes);
+			got = (uint16_t)(ip[10] << 8 | ip[11]);
+			ip[10] = ip[11] = 0;
+			want = tf_csum(ip, 20);
+			assert_int_equal(got, want);
+		}
 }
 
 static void
@@ -2154,6 +2188,7 @@ main(void)
 	    cmocka_unit_test(test_parse_out_always_written),
 	    cmocka_unit_test(test_parse_agg_guard),
 	    cmocka_unit_test(test_ip_csum),
+	    cmocka_unit_test(test_frame_lengths),
 	    cmocka_unit_test(test_drop_names),
 #define PIPE(t) cmocka_unit_test_setup_teardown(t, env_setup, env_teardown)
 	    PIPE(test_pipe_round_sanity),
