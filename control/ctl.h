@@ -49,6 +49,16 @@ struct ctl_member {
 	uint8_t ports;	     /**< its flows' UDP ports port..port+ports-1 (E7): 1..16, a power of two */
 };
 
+/** session.add's "uplink" (docs/PROTOCOL.md E9): a leaf's spine. */
+struct ctl_uplink {
+	bool on;
+	uint8_t mac[6];	      /**< the spine's aggregator MAC */
+	uint32_t ip;	      /**< its aggregator address, network order */
+	uint16_t port;	      /**< its CAIS UDP port, host order; 0: the switch's own */
+	uint8_t rank;	      /**< the leaf's rank in the spine's session */
+	uint16_t switch_port; /**< the leaf's port toward the spine */
+};
+
 /** session.add arguments, checked. */
 struct ctl_session {
 	uint16_t tenant;
@@ -58,6 +68,7 @@ struct ctl_session {
 	uint16_t elems;				   /**< elements per packet 1..CAIS_MAX_ELEMS */
 	uint8_t priority;			   /**< CTL_PRIO_* */
 	struct ctl_member members[CAIS_MAX_WORLD]; /**< indexed by rank, n entries */
+	struct ctl_uplink uplink;		   /**< optional: uplink.on */
 };
 
 /** tensor.add arguments, checked. */

@@ -79,6 +79,40 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 	return 0;
 }
 
+/* session.add's "uplink" object (E9), into s->uplink. */
+static int
+parse_uplink(const json_t *u, struct ctl_session *s, struct ctl_err *err)
+{
+	static const char *const fields[] = {"ip", "mac", "port", "rank", "switch_port", NULL};
+	uint64_t rank = 0, port = 0, sw_port = 0;
+	const char *mac, *ip;
+	int rc;
+
+	if (!json_is_object(u))
+		return ctl_fail(err, EINVAL, "field 'uplink' must be an object");
+	if ((rc = ctl_check_fields(u, fields, err)) || (rc = ctl_get_string(u, "mac", &mac, err)) ||
+	    (rc = ctl_get_string(u, "ip", &ip, err)) ||
+	    (rc = ctl_get_uint(u, "port", 1, UINT16_MAX, false, &port, err)) ||
+	    (rc = ctl_get_uint(u, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
+	    (rc = ctl_get_uint(u, "switch_port", 0, INT16_MAX, true, &sw_port, err))) {
+		char inner[sizeof(err->msg)];
+
+		snprintf(inner, sizeof(inner), "%s", err->msg);
+		return ctl_fail(err, EINVAL, "uplink: %.200s", inner);
+	}
+	if (ctl_parse_member_mac(mac, s->uplink.mac) != 0)
+		return ctl_fail(err, EINVAL,
+				"uplink: field 'mac' is not a unicast MAC (nor all-zero)");
+	if (inet_pton(AF_INET, ip, &s->uplink.ip) != 1 || !ctl_host_ip(s->uplink.ip))
+		return ctl_fail(err, EINVAL,
+				"uplink: field 'ip' is not a host's unicast IPv4 address");
+	s->uplink.on = true;
+	s->uplink.port = (uint16_t)port;
+	s->uplink.rank = (uint8_t)rank;
+	s->uplink.switch_port = (uint16_t)sw_port;
+	return 0;
+}
+
 /* Two members with one address could not be told apart. @return 0 or -EINVAL */
 static int
 members_distinct(const struct ctl_session *s, struct ctl_err *err)
@@ -98,8 +132,9 @@ members_distinct(const struct ctl_session *s, struct ctl_err *err)
 static int
 cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 {
-	static const char *const fields[] = {"tenant",		 "session",  "n",	"slots",
-					     "elems_per_packet", "priority", "members", NULL};
+	static const char *const fields[] = {"tenant",	"session",	    "n",
+					     "slots",	"elems_per_packet", "priority",
+					     "members", "uplink",	    NULL};
 	static struct ctl_session s; /* 2 KiB: requests are handled one at a time */
 	bool have[CAIS_MAX_WORLD] = {false};
 	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL;
@@ -135,6 +170,9 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 		if ((rc = parse_member(json_array_get(members, i), i, s.n, &s, have, err)))
 			return rc;
 	if ((rc = members_distinct(&s, err)))
+		return rc;
+	if (json_object_get(args, "uplink") &&
+	    (rc = parse_uplink(json_object_get(args, "uplink"), &s, err)))
 		return rc;
 	return ops->session_add(ops->ctx, &s, err);
 }

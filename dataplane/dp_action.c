@@ -6,7 +6,16 @@
  * (dp_agg.h), noting a payload that saturated on the way in (OVERFLOW). A
  * round it completes, or a RESULT a rank lost, goes on to dp_reply.c;
  * anything else is dropped.
+ *
+ * A leaf (a session with an uplink, docs/PROTOCOL.md E9) sends a complete
+ * round's partial sum up instead (DP_SLOT_UP) and completes it on the
+ * spine's RESULT: the local ranks then get the spine's sums. A local rank's
+ * retransmission into a round that waits for the spine is ACKed and sends
+ * the partial up again (at most once per DP_UPLINK_RESEND_US a round): the
+ * agents' timers are the tree's, no timer runs here.
  */
+#include <string.h>
+
 #include <rte_byteorder.h>
 
 #include "dp_pipeline.h"
@@ -39,23 +48,47 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	const struct dp_agg_ops *k = sw->agg->wire[h->dtype];
 	uint16_t count = rte_be_to_cpu_16(h->count);
 	uint8_t was = sl->state;
+	/* a leaf's partial saturated on its way in (E9); a host's DATA has no OVERFLOW */
+	bool leaf_ovf = h->dtype == CAIS_DT_PARTIAL64 && (h->flags & CAIS_F_OVERFLOW);
 	bool complete;
 	enum dp_verdict v;
 
 	sc->retx += (h->flags & CAIS_F_RETX) != 0;
+	/*
+	 * A round's contributions share a dtype: the wire's, or PARTIAL64 from
+	 * leaves (E9), never both, so the wire kernels never meet an accumulator
+	 * a 64-bit partial filled (only PARTIAL64's own saturate at the int64
+	 * range). Its RESULT is in the wire dtype either way.
+	 */
 	v = dp_slot_step(sl, rte_be_to_cpu_32(h->seq), t->tensor, h->rank, count, h->dtype, s->n,
 			 &complete);
 	switch (v) {
 	case DP_V_NEW:
 		sc->data_rx++;
-		sc->abandoned += was == DP_SLOT_OPEN;
+		sc->abandoned += was == DP_SLOT_OPEN || was == DP_SLOT_UP;
 		sl->t_start = lc->now;
-		sl->ovf = k->load(acc, payload, count);
+		sl->out = t->wire;
+		sl->ovf = k->load(acc, payload, count) | leaf_ovf;
 		break;
 	case DP_V_ADD:
 		sc->data_rx++;
-		sl->ovf |= fold(k, t->op, acc, payload, count);
+		sl->ovf |= fold(k, t->op, acc, payload, count) | leaf_ovf;
 		break;
+	case DP_V_UP_WAIT:
+		sc->duplicates++;
+		if (!(h->flags & CAIS_F_RETX))
+			return dp_drop(lc, m, DP_DROP_DUPLICATE);
+		if (lc->now - sl->t_up >= sw->hz / 1000000 * DP_UPLINK_RESEND_US) {
+			struct rte_mbuf *up = rte_pktmbuf_alloc(sw->pool);
+
+			if (unlikely(!up)) {
+				lc->c.drops[DP_DROP_NO_MBUF]++;
+			} else {
+				sl->t_up = lc->now;
+				dp_reply_uplink(lc, s, sl, acc, up, true);
+			}
+		}
+		return dp_reply_ack(lc, m, sl);
 	case DP_V_RESEND:
 		sc->resends++;
 		return dp_reply_resend(lc, s, sl, acc, m, h->rank);
@@ -74,7 +107,65 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	}
 	if (!complete)
 		return dp_free_later(lc, m);
+	if (s->up.on) {
+		sl->state = DP_SLOT_UP;
+		sl->t_up = lc->now;
+		return dp_reply_uplink(lc, s, sl, acc, m, false);
+	}
 	sc->rounds++;
 	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
 	dp_reply_results(lc, s, sl, acc, m);
+}
+
+/* The spine's RESULT m for the round sl waits for: its sums become the round's. */
+static void
+up_result(struct dp_lcore *lc, struct rte_mbuf *m, struct dp_session *s, struct dp_slot *sl,
+	  int64_t *acc)
+{
+	struct dp_session_counters *sc = &s->part[lc->idx].c;
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	const struct cais_hdr *h = (const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF);
+	uint16_t udp_len;
+
+	memcpy(&udp_len, f + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4, 2);
+	if (h->dtype != sl->out || rte_be_to_cpu_16(h->count) != sl->count ||
+	    rte_be_to_cpu_16(udp_len) <
+		CAIS_UDP_HLEN + CAIS_HDR_LEN + cais_payload_bytes(sl->out, sl->count) ||
+	    !dp_agg_result(acc, (const uint8_t *)h + CAIS_HDR_LEN, sl->count, sl->out)) {
+		sc->inconsistent++;
+		return dp_drop(lc, m, DP_DROP_INCONSISTENT);
+	}
+	sl->ovf |= !!(h->flags & CAIS_F_OVERFLOW);
+	sl->state = DP_SLOT_DONE;
+	sc->up_results++;
+	sc->rounds++;
+	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
+	dp_reply_results(lc, s, sl, acc, m);
+}
+
+void
+dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, uint16_t slotf)
+{
+	struct dp_session *s = t->s;
+	struct dp_session_part *pt = &s->part[lc->idx];
+	const struct cais_hdr *h = dp_mbuf_cais(m);
+	unsigned int idx = slotf & CAIS_SLOT_MASK, set = slotf >> 15;
+	unsigned int si = (idx / lc->sw->n_lcores) * 2 + set;
+	struct dp_slot *sl = &pt->slots[si];
+
+	/* only the round that waits for the spine: a late or repeated answer is stale */
+	if (sl->state != DP_SLOT_UP || sl->seq != rte_be_to_cpu_32(h->seq) ||
+	    sl->tensor != t->tensor) {
+		pt->c.stale++;
+		return dp_drop(lc, m, DP_DROP_STALE);
+	}
+	switch (cais_hdr_type(h)) {
+	case CAIS_TYPE_RESULT:
+		return up_result(lc, m, s, sl, pt->acc + (size_t)si * s->elems);
+	case CAIS_TYPE_REJECT:
+		pt->c.up_rejects++;
+		return dp_reply_reject_members(lc, s, sl, m);
+	default: /* an ACK: the partial is in, the spine's round waits for others */
+		return dp_free_later(lc, m);
+	}
 }

@@ -97,9 +97,114 @@ static const struct dp_agg_ops fixed32_scalar = {
     .store = store_scalar,
 };
 
+/* ---- PARTIAL64 (E9): a leaf's exact sums, one DATA a round ---- */
+
+static inline int64_t
+ld_be64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return (int64_t)__builtin_bswap64(v);
+}
+
+static inline bool
+p64_fold(int64_t *acc, const void *payload, unsigned int n, int op)
+{
+	const uint8_t *p = payload;
+	bool sat = false;
+
+	for (unsigned int i = 0; i < n; i++) {
+		int64_t v = ld_be64(p + 8 * i), r;
+
+		if (op == 0) {
+			acc[i] = v;
+		} else if (op == 1) {
+			if (__builtin_add_overflow(acc[i], v, &r)) {
+				r = v < 0 ? INT64_MIN : INT64_MAX;
+				sat = true;
+			}
+			acc[i] = r;
+		} else {
+			acc[i] = (op == 2) == (v > acc[i]) ? v : acc[i];
+		}
+	}
+	return sat;
+}
+
+static bool
+p64_load(int64_t *acc, const void *payload, unsigned int n)
+{
+	return p64_fold(acc, payload, n, 0);
+}
+
+static bool
+p64_sum(int64_t *acc, const void *payload, unsigned int n)
+{
+	return p64_fold(acc, payload, n, 1);
+}
+
+static bool
+p64_max(int64_t *acc, const void *payload, unsigned int n)
+{
+	return p64_fold(acc, payload, n, 2);
+}
+
+static bool
+p64_min(int64_t *acc, const void *payload, unsigned int n)
+{
+	return p64_fold(acc, payload, n, 3);
+}
+
+static bool
+p64_store(void *out, const int64_t *acc, unsigned int n)
+{
+	uint8_t *p = out;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t w = __builtin_bswap64((uint64_t)acc[i]);
+
+		memcpy(p + 8 * i, &w, 8);
+	}
+	return false;
+}
+
+static const struct dp_agg_ops partial64 = {
+    .load = p64_load,
+    .sum = p64_sum,
+    .max = p64_max,
+    .min = p64_min,
+    .store = p64_store,
+};
+
+bool
+dp_agg_result(int64_t *acc, const void *payload, unsigned int n, unsigned int dtype)
+{
+	const uint8_t *p = payload;
+
+	if (dtype == CAIS_DT_FIXED32) {
+		load_scalar(acc, payload, n);
+		return true;
+	}
+	if (dtype != CAIS_DT_BLOCK16)
+		return false;
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int e = p[i / CAIS_B16_BLOCK];
+		uint16_t w;
+
+		if (e > CAIS_B16_EMAX)
+			return false;
+		memcpy(&w, p + cais_b16_exp_bytes(n) + 2 * i, 2);
+		acc[i] = (int64_t)(int16_t)__builtin_bswap16(w) * ((int64_t)1 << e);
+	}
+	return true;
+}
+
 const struct dp_agg_kernels dp_agg_scalar = {
     .name = "scalar",
-    .wire = {[CAIS_DT_FIXED32] = &fixed32_scalar, [CAIS_DT_BLOCK16] = &dp_agg_b16_scalar},
+    .wire = {[CAIS_DT_FIXED32] = &fixed32_scalar,
+	     [CAIS_DT_BLOCK16] = &dp_agg_b16_scalar,
+	     [CAIS_DT_PARTIAL64] = &partial64},
 };
 
 #ifdef DP_AGG_X86
@@ -237,7 +342,9 @@ static const struct dp_agg_ops fixed32_avx2 = {
 
 static const struct dp_agg_kernels agg_avx2 = {
     .name = "avx2",
-    .wire = {[CAIS_DT_FIXED32] = &fixed32_avx2, [CAIS_DT_BLOCK16] = &dp_agg_b16_avx2},
+    .wire = {[CAIS_DT_FIXED32] = &fixed32_avx2,
+	     [CAIS_DT_BLOCK16] = &dp_agg_b16_avx2,
+	     [CAIS_DT_PARTIAL64] = &partial64},
 };
 
 const struct dp_agg_kernels *
@@ -369,7 +476,9 @@ static const struct dp_agg_ops fixed32_avx512 = {
 
 static const struct dp_agg_kernels agg_avx512 = {
     .name = "avx512",
-    .wire = {[CAIS_DT_FIXED32] = &fixed32_avx512, [CAIS_DT_BLOCK16] = &dp_agg_b16_avx2},
+    .wire = {[CAIS_DT_FIXED32] = &fixed32_avx512,
+	     [CAIS_DT_BLOCK16] = &dp_agg_b16_avx2,
+	     [CAIS_DT_PARTIAL64] = &partial64},
 };
 
 const struct dp_agg_kernels *

@@ -18,8 +18,13 @@
  * exponent in 0..CAIS_B16_EMAX at which every acc_i / 2^e rounds (to nearest,
  * ties to even) into -32767..32767, writes it, zero padding, and the m_i.
  *
+ * PARTIAL64 (E9, from a leaf switch to its spine): big-endian int64, the
+ * leaf's exact sums; the folds saturate at the int64 range (only a forged
+ * payload can reach it) and report it; store writes the accumulator as it is.
+ *
  * AVX-512 (FIXED32; BLOCK16 as AVX2) or AVX2 versions are chosen at run
- * time where the CPU has them, scalar ones otherwise; all give the same bits.
+ * time where the CPU has them, scalar ones otherwise; all give the same bits
+ * (PARTIAL64, a leaf's once-per-round traffic, is scalar in every set).
  */
 #ifndef DP_AGG_H
 #define DP_AGG_H
@@ -52,8 +57,20 @@ struct dp_agg_ops {
 /** One implementation of the kernels, for every wire dtype. */
 struct dp_agg_kernels {
 	const char *name;
-	const struct dp_agg_ops *wire[CAIS_DT_COUNT]; /**< by wire dtype, CAIS_DT_* */
+	/** by wire dtype, CAIS_DT_*, and CAIS_DT_PARTIAL64 */
+	const struct dp_agg_ops *wire[CAIS_DT_PARTIAL64 + 1];
 };
+
+_Static_assert(CAIS_DT_PARTIAL64 == CAIS_DT_COUNT, "PARTIAL64 follows the wire dtypes");
+
+/**
+ * acc[i] = the value element i of a RESULT payload of a wire dtype stands
+ * for (a leaf takes its spine's RESULT in, E9). store() of that acc writes
+ * the same payload again.
+ * @return false when the payload is not one store() writes (a BLOCK16
+ *         exponent above CAIS_B16_EMAX; another dtype)
+ */
+bool dp_agg_result(int64_t *acc, const void *payload, unsigned int n, unsigned int dtype);
 
 /** Portable C kernels. */
 extern const struct dp_agg_kernels dp_agg_scalar;

@@ -55,6 +55,13 @@
 #define DP_HDR_MBUF_DATA   (CAIS_FRAME_OVERHEAD + DP_RESULT_COPY_MAX)
 #define DP_HDR_MBUFS	 16384
 
+/**
+ * A leaf (E9) sends a waiting round's partial up again on a local rank's
+ * retransmission at most this often: the ranks' timers fire together, one
+ * resend serves them all.
+ */
+#define DP_UPLINK_RESEND_US 1000u
+
 /** Per-lcore mbuf cache: DPDK's recommended size for bursts of 32. */
 #define DP_MBUF_CACHE 256
 

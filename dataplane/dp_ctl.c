@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include <rte_common.h>
 #include <rte_cycles.h>
@@ -46,6 +47,14 @@ session_conf(struct dp_session_conf *c, const struct ctl_session *cs)
 		c->members[r].sw_port = cs->members[r].switch_port;
 		c->members[r].ports = cs->members[r].ports;
 	}
+	c->uplink.on = cs->uplink.on;
+	if (cs->uplink.on) {
+		memcpy(c->uplink.mac, cs->uplink.mac, 6);
+		c->uplink.ip = cs->uplink.ip;
+		c->uplink.port = cs->uplink.port;
+		c->uplink.rank = cs->uplink.rank;
+		c->uplink.sw_port = cs->uplink.switch_port;
+	}
 }
 
 /* A table operation's result as the request's: its code, its reason. */
@@ -79,6 +88,12 @@ op_session_add(void *ctx, const struct ctl_session *cs, struct ctl_err *err)
 	struct dp_err why;
 
 	session_conf(&c, cs);
+	if (c.uplink.on && c.uplink.sw_port >= sw->n_ports)
+		return ctl_fail(err, EINVAL,
+				"uplink: field 'switch_port' %u: the switch has ports 0..%u",
+				c.uplink.sw_port, sw->n_ports - 1u);
+	if (c.uplink.on && c.uplink.port == 0)
+		c.uplink.port = rte_be_to_cpu_16(sw->pcfg.udp_port);
 	for (unsigned int r = 0; r < c.n; r++)
 		if (c.members[r].sw_port >= (int)sw->n_ports)
 			return ctl_fail(err, EINVAL,
@@ -223,7 +238,11 @@ reasons_json(const uint64_t *rejects)
 	X(slot_mismatch)                                                                           \
 	X(spoofed)                                                                                 \
 	X(abandoned)                                                                               \
-	X(overflow)
+	X(overflow)                                                                                \
+	X(up_tx)                                                                                   \
+	X(up_resent)                                                                               \
+	X(up_results)                                                                              \
+	X(up_rejects)
 
 static void
 session_sum(const struct dp_session *s, struct dp_session_counters *sum)
@@ -301,6 +320,15 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 	json_object_set_new(o, "tensors", tensors_json(s));
 	json_object_set_new(o, "switch_ports", bound_json(s));
 	json_object_set_new(o, "flows", flows_json(s));
+	if (s->up.on) {
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &s->up.ip, ip, sizeof(ip));
+		json_object_set_new(o, "uplink",
+				    json_pack("{s:s, s:i, s:i, s:i}", "ip", ip, "port",
+					      rte_be_to_cpu_16(s->up.port), "rank", s->up.rank,
+					      "switch_port", s->up.sw_port));
+	}
 #define SC_JSON(f) json_object_set_new(o, #f, json_integer((json_int_t)c->f));
 	SC_FIELDS(SC_JSON)
 #undef SC_JSON

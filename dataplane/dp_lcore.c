@@ -4,11 +4,12 @@
  * the lcore's RX queues (rte_eth_rx_burst) and from its handoff ring (DATA
  * for slots it owns, received by other lcores). A burst from the RX queues
  * is parsed (dp_parse.c), its source MACs learned (dp_l2.c), and each
- * packet goes on by class: ARP and L2 to dp_fwd.c, DATA to the match
- * (dp_match.c), malformed frames to a counted drop. Handed-over packets go
- * straight to the match. Once per poll everything queued leaves (dp_tx.c)
- * and the lcore passes an RCU quiescent point (dp_rcu.h). An lcore whose
- * queues stay empty sleeps in short steps (idle()), unless the switch busy-polls.
+ * packet goes on by class: ARP and L2 to dp_fwd.c, DATA and a spine's
+ * answers (E9) to the match (dp_match.c), malformed frames to a counted
+ * drop. Handed-over packets go straight to the match. Once per poll
+ * everything queued leaves (dp_tx.c) and the lcore passes an RCU quiescent
+ * point (dp_rcu.h). An lcore whose queues stay empty sleeps in short steps
+ * (idle()), unless the switch busy-polls.
  */
 #include <sys/prctl.h>
 
@@ -54,6 +55,8 @@ input_one(struct dp_lcore *lc, struct rte_mbuf *m)
 	case DP_CLASS_DATA:
 		lc->c.data_rx++;
 		return dp_match_data(lc, m);
+	case DP_CLASS_ANSWER:
+		return dp_match_answer(lc, m);
 	case DP_CLASS_L2:
 		return dp_fwd_l2(lc, m);
 	case DP_CLASS_ARP_AGG:
@@ -84,8 +87,12 @@ void
 dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 {
 	lc->now = rte_rdtsc();
-	for (uint16_t i = 0; i < n; i++)
-		dp_match_data(lc, pkts[i]);
+	for (uint16_t i = 0; i < n; i++) {
+		if (likely(cais_hdr_type(dp_mbuf_cais(pkts[i])) == CAIS_TYPE_DATA))
+			dp_match_data(lc, pkts[i]);
+		else
+			dp_match_answer(lc, pkts[i]);
+	}
 }
 
 /*

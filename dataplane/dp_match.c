@@ -10,7 +10,9 @@
  * silent drop). What passes goes to the action (dp_action.c) on the lcore
  * that owns its slot: here, or through a handoff (dp_tx.c) to the owner,
  * which runs the match again on it, since the tables may have changed in
- * between.
+ * between. A RESULT, REJECT or ACK to the aggregator is an answer from a
+ * leaf's spine (E9) when it comes from the uplink of its tensor's session,
+ * and goes to that slot's owner as DATA does; any other is dropped.
  */
 #include <string.h>
 
@@ -76,6 +78,15 @@ count_ok(const uint8_t *f, const struct dp_session *s, uint8_t dtype, uint16_t c
 	return count != 0 && count <= s->elems && cais_payload_bytes(dtype, count) <= payload_len;
 }
 
+/* The tensor entry a CAIS header names, or NULL. */
+static inline const struct dp_tensor *
+tensor_of(const struct dp_switch *sw, const struct cais_hdr *h)
+{
+	return dp_tensor_lookup(&sw->tables,
+				dp_tensor_key(rte_be_to_cpu_16(h->tenant), rte_be_to_cpu_16(h->session),
+					      rte_be_to_cpu_32(h->tensor)));
+}
+
 void
 dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 {
@@ -90,9 +101,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 
 	if (unlikely(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED) == DP_MODE_FWD_ONLY))
 		return dp_reply_reject(lc, m, CAIS_R_FWD_ONLY, NULL);
-	t = dp_tensor_lookup(&sw->tables, dp_tensor_key(rte_be_to_cpu_16(h->tenant),
-							rte_be_to_cpu_16(h->session),
-							rte_be_to_cpu_32(h->tensor)));
+	t = tensor_of(sw, h);
 	if (unlikely(!t))
 		return dp_reply_reject(lc, m, CAIS_R_UNKNOWN_TENSOR, NULL);
 	s = t->s;
@@ -106,7 +115,8 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 	default:
 		return dp_reply_reject(lc, m, CAIS_R_NOT_MEMBER, sc);
 	}
-	if (unlikely(h->dtype != t->wire))
+	/* a leaf's partial sums (E9) join a round of any wire dtype */
+	if (unlikely(h->dtype != t->wire && h->dtype != CAIS_DT_PARTIAL64))
 		return dp_reply_reject(lc, m, CAIS_R_BAD_DTYPE, sc);
 	if (unlikely(!count_ok(f, s, h->dtype, rte_be_to_cpu_16(h->count))))
 		return dp_reply_reject(lc, m, CAIS_R_BAD_COUNT, sc);
@@ -122,4 +132,43 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
 	dp_action_data(lc, m, t, slotf);
+}
+
+/*
+ * From the session's uplink (E9): the spine's address and CAIS port, and,
+ * with the guards on, its MAC and the switch port toward it.
+ */
+static inline bool
+from_uplink(const struct rte_mbuf *m, const uint8_t *f, const struct dp_uplink *up, bool guard)
+{
+	return dp_eq4(f + CAIS_ETH_HLEN + 12, &up->ip) &&
+	       dp_eq2(f + CAIS_ETH_HLEN + CAIS_IP_HLEN, &up->port) &&
+	       (!guard || (dp_eq6(f + 6, up->mac) && m->port == up->sw_port));
+}
+
+void
+dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
+{
+	struct dp_switch *sw = lc->sw;
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	const struct cais_hdr *h = (const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF);
+	const struct dp_tensor *t;
+	const struct dp_session *s;
+	uint16_t slotf;
+	unsigned int owner;
+
+	t = tensor_of(sw, h);
+	if (!t || !t->s->up.on || !from_uplink(m, f, &t->s->up, !sw->pcfg.unguarded))
+		return dp_drop(lc, m, DP_DROP_NOT_DATA);
+	s = t->s;
+	slotf = rte_be_to_cpu_16(h->slot);
+	if (unlikely((slotf & CAIS_SLOT_MASK) >= s->pool ||
+		     cais_slot_field(rte_be_to_cpu_32(h->seq), s->pool) != slotf)) {
+		s->part[lc->idx].c.slot_mismatch++;
+		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
+	}
+	owner = sw->n_lcores == 1 ? 0 : (slotf & CAIS_SLOT_MASK) % sw->n_lcores;
+	if (owner != lc->idx)
+		return dp_handoff(lc, owner, m);
+	dp_action_answer(lc, m, t, slotf);
 }

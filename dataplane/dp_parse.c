@@ -132,9 +132,8 @@ parse_udp(const uint8_t *udp, uint32_t room, const struct dp_parse_cfg *cfg, str
 	hc = cais_hdr_check(cais, udp_len - CAIS_UDP_HLEN);
 	if (hc != CAIS_HDR_OK)
 		return drop(out, cais_drop(hc));
-	if (cais_hdr_type((const struct cais_hdr *)cais) != CAIS_TYPE_DATA)
-		return drop(out, DP_DROP_NOT_DATA);
-	out->cls = DP_CLASS_DATA;
+	out->cls = cais_hdr_type((const struct cais_hdr *)cais) == CAIS_TYPE_DATA ? DP_CLASS_DATA
+										  : DP_CLASS_ANSWER;
 }
 
 /* IPv4 to the aggregator MAC: to its address, no options, no fragment, UDP. */

@@ -46,6 +46,12 @@ void dp_fwd_l2(struct dp_lcore *lc, struct rte_mbuf *m);
 /** DATA m (parsed): match, check, then act here or hand it to the slot's owner. */
 void dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m);
 
+/**
+ * A RESULT, REJECT or ACK m to the aggregator (parsed): from the uplink of
+ * its session (E9), acted on by the slot's owner; any other dropped (NOT_DATA).
+ */
+void dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m);
+
 /* ---- dp_action.c ---- */
 
 /**
@@ -56,6 +62,14 @@ void dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m);
 void dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
 		    uint16_t slotf);
 
+/**
+ * The action on a spine's answer m (E9) for a slot this lcore owns, from the
+ * session's uplink: a RESULT completes the round that waits for it (RESULT
+ * to every local member), a REJECT goes on to them, an ACK is dropped.
+ */
+void dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
+		      uint16_t slotf);
+
 /* ---- dp_reply.c: RESULT and REJECT ---- */
 
 /**
@@ -64,6 +78,21 @@ void dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_ten
  */
 void dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl,
 		      const int64_t *acc, struct rte_mbuf *m);
+
+/**
+ * Send the partial sum of a leaf's complete round (acc, sl in DP_SLOT_UP)
+ * to its spine as PARTIAL64 DATA of its uplink rank, in m (a DATA or a
+ * fresh mbuf with room for it); retx: as a retransmission.
+ */
+void dp_reply_uplink(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl,
+		     const int64_t *acc, struct rte_mbuf *m, bool retx);
+
+/**
+ * The spine's REJECT m of a leaf's round sl: a REJECT of the same reason to
+ * every local member (within each one's REJECT budget), dtype the tensor's.
+ */
+void dp_reply_reject_members(struct dp_lcore *lc, struct dp_session *s, const struct dp_slot *sl,
+			     struct rte_mbuf *m);
 
 /** Unicast the stored RESULT of a complete round to rank, reusing its DATA mbuf m. */
 void dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,

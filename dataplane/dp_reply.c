@@ -5,7 +5,9 @@
  * of the round's wire dtype (dp_agg.h) on the accumulator. A REJECT comes from
  * the match (dp_match.c) when DATA fails a check. Both are written into the
  * DATA mbuf that caused them (a RESULT payload is as long as the DATA's:
- * the same count and dtype), and go to the TX buffers (dp_tx.c).
+ * the same count and dtype), and go to the TX buffers (dp_tx.c). A leaf's
+ * partial sum goes up to its spine as PARTIAL64 DATA, and a spine's REJECT
+ * to each of the leaf's members (E9).
  */
 #include <string.h>
 
@@ -136,12 +138,12 @@ dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, 
 {
 	struct dp_session_counters *sc = &s->part[lc->idx].c;
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	unsigned int plen = cais_payload_bytes(sl->dtype, sl->count), sent;
+	unsigned int plen = cais_payload_bytes(sl->out, sl->count), sent;
 
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
-	sl->ovf |= lc->sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
+	sl->ovf |= lc->sw->agg->wire[sl->out]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
 	sc->overflow += sl->ovf;
-	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->dtype);
+	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->out);
 	sent = send_copies(lc, s, sl, m, plen);
 	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen, sl->seq);
 	send_to_member(lc, s, &s->members[s->n - 1], m);
@@ -153,12 +155,12 @@ dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp
 		const int64_t *acc, struct rte_mbuf *m, uint8_t rank)
 {
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	unsigned int plen = cais_payload_bytes(sl->dtype, sl->count);
+	unsigned int plen = cais_payload_bytes(sl->out, sl->count);
 
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	/* the round's OVERFLOW is in sl->ovf already */
-	lc->sw->agg->wire[sl->dtype]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
-	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->dtype);
+	lc->sw->agg->wire[sl->out]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
+	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->out);
 	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen, sl->seq);
 	tx_result(lc, s, m->port, m);
 }
@@ -271,4 +273,72 @@ dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl)
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD);
 	lc->c.acks++;
 	dp_tx(lc, m->port, m);
+}
+
+void
+dp_reply_uplink(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, const int64_t *acc,
+		struct rte_mbuf *m, bool retx)
+{
+	struct dp_session_counters *sc = &s->part[lc->idx].c;
+	unsigned int plen = cais_payload_bytes(CAIS_DT_PARTIAL64, sl->count);
+	struct cais_fields cf;
+	uint8_t *f;
+
+	if (unlikely(rte_pktmbuf_headroom(m) + CAIS_FRAME_OVERHEAD + plen >
+		     rte_pktmbuf_data_room_size(m->pool))) {
+		lc->c.drops[DP_DROP_NO_MBUF]++;
+		return rte_pktmbuf_free(m);
+	}
+	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
+	f = rte_pktmbuf_mtod(m, uint8_t *);
+	memcpy(f, s->up.hdr, CAIS_FRAME_HDR_OFF);
+	dp_frame_lengths(f, CAIS_HDR_LEN + plen);
+	cais_data_fields(&cf, s->tenant, s->session, sl->tensor, sl->seq, s->pool, s->up.rank,
+			 sl->count);
+	cf.dtype = CAIS_DT_PARTIAL64;
+	cf.flags = (uint8_t)((retx ? CAIS_F_RETX : 0) | (sl->ovf ? CAIS_F_OVERFLOW : 0));
+	cais_hdr_build(dp_mbuf_cais(m), &cf);
+	lc->sw->agg->wire[CAIS_DT_PARTIAL64]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
+	sc->up_tx++;
+	sc->up_resent += retx;
+	tx_result(lc, s, s->up.sw_port, m);
+}
+
+void
+dp_reply_reject_members(struct dp_lcore *lc, struct dp_session *s, const struct dp_slot *sl,
+			struct rte_mbuf *m)
+{
+	struct dp_session_counters *sc = &s->part[lc->idx].c;
+	const struct cais_hdr *up = dp_mbuf_cais(m);
+	uint16_t why = rte_be_to_cpu_16(up->reason);
+
+	for (unsigned int r = 0; r < s->n; r++) {
+		const struct dp_member *mb = &s->members[r];
+		struct rte_mbuf *c;
+		struct cais_hdr *h;
+		uint8_t *p;
+
+		if (!budget_allowed(lc, lc->rl, mb->ip, mb->port, DP_RL_PER_SECOND)) {
+			lc->c.drops[DP_DROP_REJECT_LIMITED]++;
+			continue;
+		}
+		c = rte_pktmbuf_alloc(lc->sw->hdr_pool);
+		if (unlikely(!c)) {
+			lc->c.drops[DP_DROP_NO_MBUF]++;
+			continue;
+		}
+		p = (uint8_t *)rte_pktmbuf_append(c, CAIS_FRAME_OVERHEAD);
+		to_member(p, mb, CAIS_HDR_LEN, sl->seq);
+		h = (struct cais_hdr *)(p + CAIS_FRAME_HDR_OFF);
+		memcpy(h, up, CAIS_HDR_LEN);
+		h->rank = CAIS_RANK_NONE;
+		h->dtype = sl->dtype; /* what the members sent, not the PARTIAL64 the spine saw */
+		h->count = 0;
+		if (why < CAIS_R_MAX) {
+			lc->c.rejects[why]++;
+			sc->rejects[why]++;
+		}
+		send_to_member(lc, s, mb, c);
+	}
+	dp_free_later(lc, m);
 }

@@ -9,6 +9,8 @@
  *
  * A round keeps the count, wire dtype (E4) and tensor of the DATA that
  * opened it: a contribution that differs in any of them is inconsistent.
+ * A complete round of a leaf (E9) becomes DP_SLOT_UP, not DONE, until the
+ * spine's RESULT comes (the caller's, dp_action.c).
  */
 #ifndef DP_SLOT_H
 #define DP_SLOT_H
@@ -22,6 +24,11 @@ enum dp_slot_state {
 	DP_SLOT_EMPTY = 0, /**< never used: the first DATA starts a round */
 	DP_SLOT_OPEN,	   /**< round in progress */
 	DP_SLOT_DONE,	   /**< all n ranks seen; the accumulator is the RESULT */
+	/**
+	 * A leaf's round (E9): all n local ranks seen, the accumulator is their
+	 * partial sum, sent up; waits for the spine's RESULT, which makes it DONE.
+	 */
+	DP_SLOT_UP,
 };
 
 /** What a contribution does. */
@@ -32,6 +39,7 @@ enum dp_verdict {
 	DP_V_DUPLICATE,	   /**< rank already counted in the open round: drop */
 	DP_V_STALE,	   /**< seq older than the round held: drop */
 	DP_V_INCONSISTENT, /**< count, dtype or tensor differ from the round's: drop */
+	DP_V_UP_WAIT,	   /**< rank counted, the round waits for the spine (E9) */
 };
 
 #define DP_SEEN_WORDS ((CAIS_MAX_WORLD + 1 + 63) / 64)
@@ -44,9 +52,10 @@ struct dp_slot {
 	uint8_t state;	 /**< enum dp_slot_state */
 	uint8_t ovf;	 /**< the round saturated (OVERFLOW): on the way in or in its RESULT */
 	uint16_t n_seen; /**< ranks counted */
-	uint8_t dtype;	 /**< the round's wire dtype, CAIS_DT_* */
-	uint8_t pad;
+	uint8_t dtype;	 /**< its contributions' dtype, CAIS_DT_* (PARTIAL64 from leaves, E9) */
+	uint8_t out;	 /**< its RESULT's: the tensor's wire dtype (the caller sets it) */
 	uint64_t t_start;	      /**< TSC of the round's first DATA */
+	uint64_t t_up;		      /**< TSC of its partial's last send up (DP_SLOT_UP) */
 	uint64_t seen[DP_SEEN_WORDS]; /**< bitmap of ranks counted */
 } __attribute__((aligned(64)));
 
@@ -104,7 +113,9 @@ dp_slot_step(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, ui
 	if (count != sl->count || dtype != sl->dtype || tensor != sl->tensor)
 		return DP_V_INCONSISTENT;
 	if (dp_slot_seen(sl, rank))
-		return sl->state == DP_SLOT_DONE ? DP_V_RESEND : DP_V_DUPLICATE;
+		return sl->state == DP_SLOT_DONE ? DP_V_RESEND
+		       : sl->state == DP_SLOT_UP ? DP_V_UP_WAIT
+						 : DP_V_DUPLICATE;
 	if (sl->state == DP_SLOT_DONE) /* unreachable: a done round has seen every rank */
 		return DP_V_DUPLICATE;
 	sl->seen[rank >> 6] |= 1ull << (rank & 63);

@@ -179,6 +179,16 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 			goto nomem;
 	for (unsigned int r = 0; r < c->n; r++)
 		member_set(t, &s->members[r], &c->members[r]);
+	if (c->uplink.on) {
+		s->up.on = true;
+		s->up.rank = c->uplink.rank;
+		s->up.sw_port = c->uplink.sw_port;
+		s->up.ip = c->uplink.ip;
+		s->up.port = rte_cpu_to_be_16(c->uplink.port);
+		memcpy(s->up.mac, c->uplink.mac, 6);
+		dp_frame_hdr(s->up.hdr, s->up.mac, t->agg.agg_mac, t->agg.agg_ip, s->up.ip,
+			     t->agg.udp_port, s->up.port);
+	}
 	return s;
 nomem:
 	session_free(s);
@@ -215,6 +225,17 @@ members_usable(const struct dp_tables *t, const struct dp_session_conf *c, struc
 				      "members[%u]: field 'ports' (%u) must divide 'slots' (%u)", r,
 				      c->members[r].ports, c->slots);
 	}
+	if (!c->uplink.on)
+		return 0;
+	if (c->uplink.ip == t->agg.agg_ip || memcmp(c->uplink.mac, t->agg.agg_mac, 6) == 0)
+		return refuse(
+		    why, EINVAL,
+		    "uplink: fields 'ip' and 'mac' are the spine's, not this switch's own");
+	if (c->elems > CAIS_UPLINK_MAX_ELEMS)
+		return refuse(why, EINVAL,
+			      "field 'elems_per_packet' %u: a session with an uplink carries at "
+			      "most %u (its partial sums go up as 8-byte PARTIAL64)",
+			      c->elems, CAIS_UPLINK_MAX_ELEMS);
 	return 0;
 }
 

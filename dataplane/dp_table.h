@@ -49,6 +49,20 @@ struct dp_member_conf {
 	uint8_t ports;	 /**< UDP ports port..port+ports-1, one per flow (E7); 1..16 */
 };
 
+/**
+ * A leaf's uplink (docs/PROTOCOL.md E9): the spine switch whose session of
+ * the same (tenant, session) this switch's complete rounds join as rank
+ * `rank`, from the aggregator's own address and CAIS port.
+ */
+struct dp_uplink_conf {
+	bool on;
+	uint8_t mac[6];	  /**< the spine's aggregator MAC */
+	uint32_t ip;	  /**< the spine's aggregator IPv4 address, network order */
+	uint16_t port;	  /**< the spine's CAIS UDP port, host order */
+	uint8_t rank;	  /**< this leaf's rank in the spine's session */
+	uint16_t sw_port; /**< the switch port toward the spine */
+};
+
 /** A session's settings (session.add). */
 struct dp_session_conf {
 	uint16_t tenant;
@@ -58,6 +72,7 @@ struct dp_session_conf {
 	uint16_t elems;				       /**< elements per packet E */
 	uint8_t priority;			       /**< enum dp_prio */
 	struct dp_member_conf members[CAIS_MAX_WORLD]; /**< by rank, n of them */
+	struct dp_uplink_conf uplink;
 };
 
 /** A tensor's settings (tensor.add). */
@@ -111,6 +126,10 @@ struct dp_session_counters {
 	uint64_t spoofed;	/**< DATA with a member's address from another MAC or port */
 	uint64_t abandoned;	/**< open rounds overwritten by a newer seq */
 	uint64_t overflow;	/**< rounds completed with OVERFLOW */
+	uint64_t up_tx;		/**< partial sums sent up (E9), resends included */
+	uint64_t up_resent;	/**< of those, resends on a local rank's retransmission */
+	uint64_t up_results;	/**< RESULTs from the spine that completed a round */
+	uint64_t up_rejects;	/**< REJECTs from the spine, passed on to the local ranks */
 	uint64_t rejects[CAIS_R_MAX];
 	uint64_t hist[CMN_HIST_BUCKETS]; /**< round completion time, TSC cycles */
 };
@@ -125,6 +144,18 @@ struct dp_session_part {
 
 struct dp_tensor;
 
+/** A leaf's uplink as the data path uses it (E9). */
+struct dp_uplink {
+	bool on;
+	uint8_t rank;	  /**< its rank in the spine's session */
+	uint16_t sw_port; /**< the switch port toward the spine */
+	uint32_t ip;	  /**< the spine's address, network order: answers come from it */
+	uint16_t port;	  /**< and its CAIS port, network order */
+	uint8_t mac[6];
+	/** Ethernet/IPv4/UDP from the aggregator to the spine; lengths set per packet. */
+	uint8_t hdr[CAIS_FRAME_HDR_OFF];
+};
+
 /** A session entry: (tenant, session) -> members, n, S, E, priority. */
 struct dp_session {
 	uint16_t tenant;
@@ -135,6 +166,7 @@ struct dp_session {
 	uint8_t priority; /**< enum dp_prio */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */
+	struct dp_uplink up;	      /**< a leaf's spine (E9); up.on false elsewhere */
 	struct dp_session_part *part; /**< n_lcores */
 	LIST_ENTRY(dp_session) link;  /**< control side only */
 	LIST_HEAD(, dp_tensor) tensors;

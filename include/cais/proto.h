@@ -168,6 +168,14 @@ enum cais_reason { CAIS_R_NONE = 0, CAIS_REASONS(CAIS_X_ENUM) CAIS_R_MAX };
 #define CAIS_X_ENUM(name, val, text) CAIS_DT_##name = val,
 enum cais_wire_dtype { CAIS_DTYPES(CAIS_X_ENUM) CAIS_DT_COUNT };
 #undef CAIS_X_ENUM
+/**
+ * PARTIAL64 (docs/PROTOCOL.md E9): count x int64, big-endian, the exact
+ * partial sums a leaf switch sends up to its spine. Switch to switch only:
+ * no tensor's wire dtype, and no host sends or receives it.
+ */
+#define CAIS_DT_PARTIAL64	     2u
+/** Largest elems_per_packet of a session with an uplink: 8 KiB of PARTIAL64 fit 9000 bytes. */
+#define CAIS_UPLINK_MAX_ELEMS	     1024u
 #define CAIS_X_ENUM(name, val, text) CAIS_OP_##name = val,
 enum cais_redop { CAIS_REDOPS(CAIS_X_ENUM) CAIS_OP_COUNT };
 #undef CAIS_X_ENUM
@@ -308,6 +316,8 @@ cais_payload_bytes(unsigned int dtype, uint32_t count)
 		return count * CAIS_ELEM_SIZE;
 	case CAIS_DT_BLOCK16:
 		return cais_b16_exp_bytes(count) + 2u * count;
+	case CAIS_DT_PARTIAL64:
+		return 8u * count;
 	default:
 		return 0;
 	}

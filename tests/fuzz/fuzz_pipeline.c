@@ -176,10 +176,19 @@ ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
 	    memcmp(udp + 2, &c->udp_port, 2) != 0)
 		return DP_CLASS_DROP;
 	h = udp + 8;
-	if (rd16(h) != CAIS_MAGIC || h[2] != (CAIS_VERSION << 4 | CAIS_TYPE_DATA) ||
-	    (h[3] & ~CAIS_FLAGS_ALL) != 0)
+	if (rd16(h) != CAIS_MAGIC || h[2] >> 4 != CAIS_VERSION || (h[3] & ~CAIS_FLAGS_ALL) != 0)
 		return DP_CLASS_DROP;
-	return DP_CLASS_DATA;
+	/* RESULT, REJECT and ACK: answers, for a leaf from its spine (E9) */
+	switch (h[2] & 0x0F) {
+	case CAIS_TYPE_DATA:
+		return DP_CLASS_DATA;
+	case CAIS_TYPE_RESULT:
+	case CAIS_TYPE_REJECT:
+	case CAIS_TYPE_ACK:
+		return DP_CLASS_ANSWER;
+	default:
+		return DP_CLASS_DROP;
+	}
 }
 
 /* dp_parse() on an exact-size heap copy, checked against ref_class(). */
@@ -372,7 +381,8 @@ struct mslot {
 	uint8_t state; /* 0 empty, 1 open, 2 done */
 	uint8_t seen;  /* ranks (n <= 8) */
 	uint8_t ovf;
-	uint8_t dtype;
+	uint8_t dtype; /* its contributions' (PARTIAL64 too, E9) */
+	uint8_t out;   /* its RESULT's: the tensor's wire dtype */
 	uint16_t count;
 	uint32_t seq, tensor;
 	int64_t acc[FZ_A_ELEMS];
@@ -477,7 +487,7 @@ member_addr(const struct msession *s, unsigned int r, struct member *m)
 static size_t
 result_payload(uint8_t *out, const struct mslot *sl)
 {
-	if (sl->dtype == CAIS_DT_BLOCK16)
+	if (sl->out == CAIS_DT_BLOCK16)
 		return tb16_store(out, sl->acc, sl->count);
 	for (unsigned int i = 0; i < sl->count; i++) {
 		int64_t v = sl->acc[i];
@@ -518,7 +528,7 @@ model_results(const struct msession *s, const struct mslot *sl, const struct cai
 		x->h.type = CAIS_TYPE_RESULT;
 		x->h.flags = sl->ovf ? CAIS_F_OVERFLOW : 0;
 		x->h.rank = CAIS_RANK_NONE;
-		x->h.dtype = sl->dtype;
+		x->h.dtype = sl->out;
 		x->h.count = sl->count;
 		x->h.reason = 0;
 		x->plen = (uint16_t)result_payload(x->payload, sl);
@@ -537,6 +547,13 @@ model_elem(const uint8_t *payload, const struct cais_fields *h, unsigned int i, 
 {
 	if (h->dtype == CAIS_DT_BLOCK16)
 		return tb16_elem(payload, h->count, i, sat);
+	if (h->dtype == CAIS_DT_PARTIAL64) {
+		uint64_t v = 0;
+
+		for (unsigned int b = 0; b < 8; b++)
+			v = v << 8 | payload[8 * i + b];
+		return (int64_t)v;
+	}
 	return be32_at(payload + 4 * i);
 }
 
@@ -556,10 +573,13 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 		sl->tensor = h->tensor;
 		sl->count = h->count;
 		sl->dtype = h->dtype;
+		sl->out = model_wire(s, h->tensor);
 		sl->seen = (uint8_t)(1u << h->rank);
 		for (unsigned int i = 0; i < h->count; i++)
 			sl->acc[i] = model_elem(payload, h, i, &sat);
 		sl->ovf = sat;
+		/* a leaf's partial that saturated on its way in (E9) */
+		sl->ovf |= h->dtype == CAIS_DT_PARTIAL64 && (h->flags & CAIS_F_OVERFLOW);
 	} else if (h->seq != sl->seq) {
 		return; /* stale */
 	} else if (h->count != sl->count || h->tensor != sl->tensor || h->dtype != sl->dtype) {
@@ -578,15 +598,16 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 				sl->acc[i] = v > sl->acc[i] ? v : sl->acc[i];
 			else if (op == CAIS_OP_MIN)
 				sl->acc[i] = v < sl->acc[i] ? v : sl->acc[i];
-			else
-				sl->acc[i] += v;
+			else if (__builtin_add_overflow(sl->acc[i], v, &sl->acc[i]))
+				/* only PARTIAL64 can: saturated, OVERFLOW */
+				sl->acc[i] = v < 0 ? INT64_MIN : INT64_MAX, sat = true;
 		}
 		sl->seen |= (uint8_t)(1u << h->rank);
-		sl->ovf |= sat;
+		sl->ovf |= sat || (h->dtype == CAIS_DT_PARTIAL64 && (h->flags & CAIS_F_OVERFLOW));
 	}
 	if (sl->seen == all && sl->state == 1) {
 		sl->state = 2;
-		for (unsigned int i = 0; i < sl->count && sl->dtype == CAIS_DT_FIXED32; i++)
+		for (unsigned int i = 0; i < sl->count && sl->out == CAIS_DT_FIXED32; i++)
 			sl->ovf |= sl->acc[i] > INT32_MAX || sl->acc[i] < INT32_MIN;
 		model_results(s, sl, h, frame, -1, in_port);
 	}
@@ -638,7 +659,7 @@ model_data(unsigned int frame, const uint8_t *f, uint16_t port)
 	} else {
 		if (!model_sender(s, &h, f, port))
 			reason = CAIS_R_NOT_MEMBER;
-		else if (h.dtype != model_wire(s, h.tensor))
+		else if (h.dtype != model_wire(s, h.tensor) && h.dtype != CAIS_DT_PARTIAL64)
 			reason = CAIS_R_BAD_DTYPE;
 		else if (h.count == 0 || h.count > s->elems ||
 			 cais_payload_bytes(h.dtype, h.count) > payload_len)

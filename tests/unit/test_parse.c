@@ -159,6 +159,7 @@ expect_cls_at(int line, const uint8_t *frame, size_t len, const struct dp_parse_
 
 #define EXPECT_DROP(f, len, why)                                                                   \
 	expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_DROP, DP_DROP_##why)
+#define EXPECT_ANSWER(f, len) expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_ANSWER, DP_DROP_NONE)
 #define EXPECT_L2(f, len)   expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_L2, DP_DROP_NONE)
 #define EXPECT_ARP(f, len)  expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_ARP_AGG, DP_DROP_NONE)
 #define EXPECT_DATA(f, len) expect_cls_at(__LINE__, f, len, &pcfg, DP_CLASS_DATA, DP_DROP_NONE)
@@ -378,13 +379,13 @@ test_parse_cais_header(void **state)
 		else
 			EXPECT_DROP(b, len, CAIS_VERSION);
 	}
-	/* type: 0 and 5..15 undefined; RESULT, REJECT and ACK are not for the switch */
+	/* type: 0 and 5..15 undefined; RESULT, REJECT and ACK are answers (from a spine? E9) */
 	for (unsigned int t = 0; t < 16; t++) {
 		h[2] = (uint8_t)(0x10 | t);
 		if (t == CAIS_TYPE_DATA)
 			EXPECT_DATA(b, len);
 		else if (t == CAIS_TYPE_RESULT || t == CAIS_TYPE_REJECT || t == CAIS_TYPE_ACK)
-			EXPECT_DROP(b, len, NOT_DATA);
+			EXPECT_ANSWER(b, len);
 		else
 			EXPECT_DROP(b, len, CAIS_TYPE);
 	}
@@ -398,11 +399,11 @@ test_parse_cais_header(void **state)
 	}
 	h[3] = CAIS_FLAGS_ALL;
 	EXPECT_DATA(b, len);
-	/* RESULT and REJECT with any flags still NOT_DATA */
+	/* RESULT and REJECT with any flags still answers */
 	h[2] = 0x12;
-	EXPECT_DROP(b, len, NOT_DATA);
+	EXPECT_ANSWER(b, len);
 	h[2] = 0x13;
-	EXPECT_DROP(b, len, NOT_DATA);
+	EXPECT_ANSWER(b, len);
 }
 
 static void

@@ -1186,11 +1186,12 @@ t_b16_rejects(void **state)
 		int32_t v[2] = {1, 2};
 		size_t len;
 
+		/* 2 is PARTIAL64 (E9), which any tensor takes from a member: 3 is no dtype */
 		cais_data_fields(&f, 1, 1, 11, 1800, 8, 2, 2);
-		f.dtype = 2;
+		f.dtype = 3;
 		len = tf_cais_frame(frame, &H[2], &AGG, &f, v, 2);
 		tenv_send(E, 2, frame, len);
-		expect_reject(2, CAIS_R_BAD_DTYPE, 2);
+		expect_reject(2, CAIS_R_BAD_DTYPE, 3);
 	}
 	/* 64 elements: 4 + 128 bytes; 33: 4 + 66; one byte short is too short */
 	b16_fill(&b, 3);
@@ -1349,6 +1350,377 @@ t_b16_handoff(void **state)
 	E = e1;
 }
 
+/* ---- a leaf and its spine (docs/PROTOCOL.md E9) ---- */
+
+/* The spine of the tree tests: the test, behind switch port SP_PORT. */
+#define SP_PORT 7
+static struct tf_end SP;
+
+/*
+ * Session (t, s) of n members H[first..first+n-1] (ranks 0..n-1), pool 8,
+ * E elems; with up_rank >= 0 a leaf whose uplink is SP, that rank.
+ */
+static void
+session_hosts(unsigned int t, unsigned int s, unsigned int first, unsigned int n,
+	      unsigned int elems, int up_rank)
+{
+	char buf[4096];
+	int k = snprintf(buf, sizeof(buf),
+			 "{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":%u,"
+			 "\"slots\":8,\"elems_per_packet\":%u,\"members\":[",
+			 t, s, n, elems);
+
+	for (unsigned int r = 0; r < n; r++)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
+			      "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
+			      "\"port\":%u}",
+			      r ? "," : "", r, first + r + 1, first + r + 1, 40000 + first + r);
+	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "]");
+	if (up_rank >= 0)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
+			      ",\"uplink\":{\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\","
+			      "\"rank\":%d,\"switch_port\":%u}",
+			      up_rank, SP_PORT);
+	snprintf(buf + k, sizeof(buf) - (size_t)k, "}}");
+	ctl_ok(buf);
+}
+
+/* A CAIS message of type/dtype about chunk c, from src on port, rank, plen bytes of payload. */
+static void
+send_msg(const struct chunk *c, uint16_t port, const struct tf_end *src, uint8_t type, uint8_t rank,
+	 uint8_t dtype, const void *payload, size_t plen, uint8_t flags, uint16_t reason)
+{
+	struct cais_fields f;
+
+	cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, rank, c->count);
+	f.type = type;
+	f.flags = flags;
+	f.dtype = dtype;
+	f.reason = reason;
+	if (type == CAIS_TYPE_REJECT || type == CAIS_TYPE_ACK)
+		f.count = 0;
+	tf_udp_headers(frame, src, &AGG, CAIS_HDR_LEN + plen);
+	cais_hdr_build((struct cais_hdr *)(frame + CAIS_FRAME_HDR_OFF), &f);
+	if (plen)
+		memcpy(frame + CAIS_FRAME_OVERHEAD, payload, plen);
+	tenv_send(E, port, frame, CAIS_FRAME_OVERHEAD + plen);
+}
+
+/* The captured frame k, checked to go to port with a CAIS message of type; its header. */
+static const struct cais_hdr *
+cap_msg(unsigned int k, unsigned int port, uint8_t type)
+{
+	const struct cais_hdr *h;
+
+	assert_true(k < E->n_cap);
+	assert_int_equal(E->cap[k].port, port);
+	assert_true(E->cap[k].len >= CAIS_FRAME_OVERHEAD);
+	h = (const struct cais_hdr *)(E->cap[k].data + CAIS_FRAME_HDR_OFF);
+	assert_int_equal(cais_hdr_type(h), type);
+	return h;
+}
+
+/* The one frame sent is the leaf's PARTIAL64 DATA of c with sums want (flags, up_rank). */
+static void
+expect_partial(const struct chunk *c, const int64_t *want, uint8_t up_rank, uint8_t flags)
+{
+	static uint8_t exp[CAIS_FRAME_OVERHEAD + 8 * MAXE];
+	struct cais_fields f;
+	size_t plen = 8u * c->count;
+
+	if (E->n_cap != 1)
+		fail_msg("seq %u: %u frames sent, want the partial sum only", c->seq, E->n_cap);
+	cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, up_rank, c->count);
+	f.dtype = CAIS_DT_PARTIAL64;
+	f.flags = flags;
+	tf_udp_headers(exp, &AGG, &SP, CAIS_HDR_LEN + plen);
+	cais_hdr_build((struct cais_hdr *)(exp + CAIS_FRAME_HDR_OFF), &f);
+	for (unsigned int i = 0; i < c->count; i++) {
+		uint64_t w = __builtin_bswap64((uint64_t)want[i]);
+
+		memcpy(exp + CAIS_FRAME_OVERHEAD + 8 * i, &w, 8);
+	}
+	assert_int_equal(E->cap[0].port, SP_PORT);
+	assert_int_equal(E->cap[0].len, CAIS_FRAME_OVERHEAD + plen);
+	assert_memory_equal(E->cap[0].data, exp, CAIS_FRAME_OVERHEAD + plen);
+	tenv_clear(E);
+}
+
+static void
+up_counters(unsigned int t, unsigned int s, uint64_t *v)
+{
+	struct dp_session *ss;
+
+	memset(v, 0, 5 * sizeof(*v));
+	LIST_FOREACH (ss, &E->sw->tables.sessions, link)
+		if (ss->tenant == t && ss->session == s)
+			for (unsigned int k = 0; k < ss->n_lcores; k++) {
+				v[0] += ss->part[k].c.up_tx;
+				v[1] += ss->part[k].c.up_resent;
+				v[2] += ss->part[k].c.up_results;
+				v[3] += ss->part[k].c.up_rejects;
+				v[4] += ss->part[k].c.rounds;
+			}
+}
+
+/*
+ * A leaf: the partial sum goes up (exact, PARTIAL64, its uplink rank), no
+ * RESULT before the spine's; a local retransmission is ACKed and sends the
+ * partial again; the spine's RESULT (its sums, not the leaf's) reaches every
+ * local rank, and a lost one is resent; answers from anyone but the uplink,
+ * repeated ones and ACKs change nothing; the spine's REJECT reaches every
+ * local rank with the dtype they sent.
+ */
+static void
+t_uplink(void **state)
+{
+	struct chunk c = {2, 70, 1, 5000, 8, 64}, d = {2, 70, 1, 5001, 8, 64};
+	int32_t want[64], spine[64];
+	int64_t part[64];
+	uint8_t pay[4 * 64];
+	uint64_t v[5];
+
+	(void)state;
+	session_hosts(2, 70, 0, 4, 64, 1);
+	tensor(2, 70, 1, "sum");
+	for (unsigned int r = 0; r < 4; r++) {
+		expect_nothing();
+		send_data(&c, r, NULL, 0);
+	}
+	expected_sum(&c, 4, want);
+	for (unsigned int i = 0; i < 64; i++)
+		part[i] = want[i];
+	expect_partial(&c, part, 1, 0);
+
+	/* a local rank's timer: ACK, and the partial again (1 ms after the first) */
+	usleep(2000);
+	send_data(&c, 2, NULL, CAIS_F_RETX);
+	assert_int_equal(E->n_cap, 2);
+	for (unsigned int k = 0; k < 2; k++) {
+		if (E->cap[k].port == 2) {
+			cap_msg(k, 2, CAIS_TYPE_ACK);
+		} else {
+			const struct cais_hdr *h = cap_msg(k, SP_PORT, CAIS_TYPE_DATA);
+
+			assert_int_equal(h->flags, CAIS_F_RETX);
+			assert_int_equal(h->dtype, CAIS_DT_PARTIAL64);
+			assert_int_equal(h->rank, 1);
+		}
+	}
+	tenv_clear(E);
+
+	/* the spine's RESULT: what every rank gets is the spine's sums */
+	for (unsigned int i = 0; i < 64; i++) {
+		spine[i] = want[i] * 3 + (int32_t)i;
+		uint32_t w = htonl((uint32_t)spine[i]);
+		memcpy(pay + 4 * i, &w, 4);
+	}
+	send_msg(&c, 5, &H[5], CAIS_TYPE_RESULT, CAIS_RANK_NONE, CAIS_DT_FIXED32, pay, sizeof(pay),
+		 0, 0); /* not from the uplink */
+	expect_nothing();
+	send_msg(&c, SP_PORT, &SP, CAIS_TYPE_RESULT, CAIS_RANK_NONE, CAIS_DT_FIXED32, pay,
+		 sizeof(pay), 0, 0);
+	expect_results(&c, 0xF, spine, 0);
+	send_data(&c, 1, NULL, CAIS_F_RETX); /* rank 1 lost it */
+	expect_results(&c, 1u << 1, spine, 0);
+	send_msg(&c, SP_PORT, &SP, CAIS_TYPE_RESULT, CAIS_RANK_NONE, CAIS_DT_FIXED32, pay,
+		 sizeof(pay), 0, 0); /* again: nothing waits for it */
+	expect_nothing();
+
+	/* the next round: an ACK from the spine, then its REJECT */
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&d, r, NULL, 0);
+	assert_int_equal(E->n_cap, 1);
+	tenv_clear(E);
+	send_msg(&d, SP_PORT, &SP, CAIS_TYPE_ACK, 1, CAIS_DT_PARTIAL64, NULL, 0, 0, 0);
+	expect_nothing();
+	send_msg(&d, SP_PORT, &SP, CAIS_TYPE_REJECT, CAIS_RANK_NONE, CAIS_DT_PARTIAL64, NULL, 0, 0,
+		 CAIS_R_UNKNOWN_TENSOR);
+	assert_int_equal(E->n_cap, 4);
+	for (unsigned int k = 0; k < 4; k++) {
+		const struct cais_hdr *h = cap_msg(k, E->cap[k].port, CAIS_TYPE_REJECT);
+
+		assert_true(E->cap[k].port < 4);
+		assert_int_equal(ntohs(h->reason), CAIS_R_UNKNOWN_TENSOR);
+		assert_int_equal(h->dtype, CAIS_DT_FIXED32);
+		assert_int_equal(ntohl(h->seq), d.seq);
+		assert_int_equal(h->rank, CAIS_RANK_NONE);
+	}
+	tenv_clear(E);
+	up_counters(2, 70, v);
+	assert_int_equal(v[0], 3); /* c, c again, d */
+	assert_int_equal(v[1], 1);
+	assert_int_equal(v[2], 1);
+	assert_int_equal(v[3], 1);
+	assert_int_equal(v[4], 1);
+}
+
+static void
+ctl_refused(const char *json, int code, const char *needle)
+{
+	struct ctl_err err;
+
+	if (tenv_ctl(E, json, &err) == 0)
+		fail_msg("%s: accepted", json);
+	assert_int_equal(err.code, code);
+	if (!strstr(err.msg, needle))
+		fail_msg("%s: '%s' does not name '%s'", json, err.msg, needle);
+}
+
+/* session.add's uplink: what a leaf cannot be. */
+static void
+t_uplink_refused(void **state)
+{
+	static const char *const base =
+	    "{\"cmd\":\"session.add\",\"args\":{\"tenant\":2,\"session\":71,\"n\":1,\"slots\":8,"
+	    "\"elems_per_packet\":%u,\"members\":[{\"rank\":0,\"mac\":\"02:00:00:00:00:01\","
+	    "\"ip\":\"10.0.0.1\",\"port\":40000}],\"uplink\":{%s}}}";
+	static const struct {
+		unsigned int elems;
+		const char *up, *needle;
+	} bad[] = {
+	    {2048,
+	     "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0,\"switch_port\":7",
+	     "elems_per_packet"},
+	    {64, "\"ip\":\"10.0.0.254\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0,\"switch_port\":7",
+	     "uplink"},
+	    {64, "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0,\"switch_port\":8",
+	     "switch_port"},
+	    {64,
+	     "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":255,\"switch_port\":7",
+	     "rank"},
+	    {64, "\"ip\":\"10.0.0.200\",\"mac\":\"ff:ff:ff:ff:ff:ff\",\"rank\":0,\"switch_port\":7",
+	     "mac"},
+	    {64, "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0", "switch_port"},
+	    {64,
+	     "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0,\"switch_port\":7,"
+	     "\"bogus\":1",
+	     "bogus"},
+	};
+	char buf[1024];
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		snprintf(buf, sizeof(buf), base, bad[k].elems, bad[k].up);
+		ctl_refused(buf, EINVAL, bad[k].needle);
+	}
+	snprintf(
+	    buf, sizeof(buf), base, 1024u,
+	    "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0,\"switch_port\":7");
+	ctl_ok(buf);
+}
+
+/* The captured frame to port: its CAIS payload (copied to out, plen bytes) and flags. */
+static uint8_t
+take_payload(unsigned int port, uint8_t type, uint8_t *out, size_t plen)
+{
+	for (unsigned int k = 0; k < E->n_cap; k++)
+		if (E->cap[k].port == port) {
+			const struct cais_hdr *h = cap_msg(k, port, type);
+
+			assert_int_equal(E->cap[k].len, CAIS_FRAME_OVERHEAD + plen);
+			memcpy(out, E->cap[k].data + CAIS_FRAME_OVERHEAD, plen);
+			return h->flags;
+		}
+	fail_msg("no frame to port %u", port);
+	return 0;
+}
+
+/*
+ * A tree of two leaves of 3 ranks and a spine gives the bits one switch of
+ * the 6 gives: FIXED32 and BLOCK16, every op, 50 elements, and a sum beyond
+ * int32 (OVERFLOW both ways); the spine's RESULT through a leaf is those bits.
+ */
+static void
+t_tree_bits(void **state)
+{
+	static const char *const ops[] = {"sum", "max", "min", "avg"};
+	static uint8_t pay[6][B16_PAY], ref[B16_PAY], sp[B16_PAY], pa[8 * 64], pb[8 * 64];
+	unsigned int seq = 100;
+
+	(void)state;
+	session_hosts(2, 72, 0, 6, 64, -1); /* the one switch */
+	session_hosts(2, 73, 0, 3, 64, 0);  /* leaf A: global ranks 0..2 */
+	session_hosts(2, 74, 3, 3, 64, 1);  /* leaf B: global ranks 3..5 */
+	session_hosts(2, 75, 6, 2, 64, -1); /* the spine: "leaves" H6, H7 */
+	for (unsigned int w = 0; w < 2; w++)
+		for (unsigned int o = 0; o < 4; o++)
+			for (unsigned int ss = 72; ss <= 75; ss++)
+				tensor_wire(2, ss, 10 * w + o, ops[o], w ? "block16" : "fixed32");
+	for (unsigned int w = 0; w < 2; w++)
+		for (unsigned int o = 0; o < 5; o++, seq++) {
+			/*
+			 * o == 4: sum, values near INT32_MAX (FIXED32), or exponents above
+			 * the DATA limit (BLOCK16): OVERFLOW, from the spine's sum or from a
+			 * leaf's partial
+			 */
+			uint8_t dt = w ? CAIS_DT_BLOCK16 : CAIS_DT_FIXED32;
+			struct chunk c = {2, 72, 10 * w + (o == 4 ? 0 : o), seq, 8, 50};
+			size_t plen = cais_payload_bytes(dt, c.count), p64 = 8u * c.count;
+			uint8_t fref, fsp, fup[2];
+
+			for (unsigned int g = 0; g < 6; g++) {
+				if (w) {
+					b16_fill(&c, g);
+					memcpy(pay[g], bpay[g], plen);
+					if (o == 4)
+						memset(pay[g], CAIS_B16_EMAX_DATA + 1, 2);
+				} else {
+					for (unsigned int i = 0; i < c.count; i++) {
+						int32_t x = o == 4 ? INT32_MAX / 2 : val(g, seq, i);
+						uint32_t be = htonl((uint32_t)x);
+
+						memcpy(pay[g] + 4 * i, &be, 4);
+					}
+				}
+				send_msg(&c, (uint16_t)g, &H[g], CAIS_TYPE_DATA, (uint8_t)g, dt,
+					 pay[g], plen, 0, 0);
+			}
+			assert_int_equal(E->n_cap, 6);
+			fref = take_payload(0, CAIS_TYPE_RESULT, ref, plen);
+			tenv_clear(E);
+			for (unsigned int leaf = 0; leaf < 2; leaf++) {
+				c.session = (uint16_t)(73 + leaf);
+				for (unsigned int r = 0; r < 3; r++)
+					send_msg(&c, (uint16_t)(3 * leaf + r), &H[3 * leaf + r],
+						 CAIS_TYPE_DATA, (uint8_t)r, dt, pay[3 * leaf + r],
+						 plen, 0, 0);
+				assert_int_equal(E->n_cap, 1);
+				fup[leaf] =
+				    take_payload(SP_PORT, CAIS_TYPE_DATA, leaf ? pb : pa, p64);
+				tenv_clear(E);
+			}
+			/* a leaf's OVERFLOW is its DATA's (BLOCK16 exponents), not FIXED32's sum */
+			assert_int_equal(fup[0], w && o == 4 ? CAIS_F_OVERFLOW : 0);
+			c.session = 75;
+			send_msg(&c, 6, &H[6], CAIS_TYPE_DATA, 0, CAIS_DT_PARTIAL64, pa, p64,
+				 fup[0], 0);
+			send_msg(&c, 7, &H[7], CAIS_TYPE_DATA, 1, CAIS_DT_PARTIAL64, pb, p64,
+				 fup[1], 0);
+			assert_int_equal(E->n_cap, 2);
+			fsp = take_payload(6, CAIS_TYPE_RESULT, sp, plen);
+			assert_int_equal(
+			    ((const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF))->dtype,
+			    dt);
+			tenv_clear(E);
+			assert_memory_equal(sp, ref, plen);
+			if (fsp != fref)
+				fail_msg("w %u o %u: spine flags %#x, one switch %#x", w, o, fsp,
+					 fref);
+			assert_int_equal(!!(fref & CAIS_F_OVERFLOW), o == 4);
+			/* the spine's RESULT through leaf A: the same bits to its ranks */
+			c.session = 73;
+			send_msg(&c, SP_PORT, &SP, CAIS_TYPE_RESULT, CAIS_RANK_NONE, dt, sp, plen,
+				 fsp, 0);
+			assert_int_equal(E->n_cap, 3);
+			for (unsigned int r = 0; r < 3; r++) {
+				assert_int_equal(take_payload(r, CAIS_TYPE_RESULT, pa, plen), fsp);
+				assert_memory_equal(pa, ref, plen);
+			}
+			tenv_clear(E);
+		}
+}
+
 int
 main(void)
 {
@@ -1380,8 +1752,14 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_b16_dtype_change, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_b16_overflow, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_b16_handoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_uplink, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_uplink_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_tree_bits, setup, teardown),
 	};
 
 	tenv_addrs(&AGG, H, N_PORTS);
+	memcpy(SP.mac, (const uint8_t[6]){0x02, 0, 0, 0, 0, 0xc8}, 6);
+	SP.ip = htonl(0x0A0000C8);
+	SP.port = CAIS_UDP_PORT;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
