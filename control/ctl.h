@@ -67,7 +67,8 @@ struct ctl_session {
 	uint32_t slots;				   /**< pool size, power of two 1..32768 */
 	uint16_t elems;				   /**< elements per packet 1..CAIS_MAX_ELEMS */
 	uint8_t priority;			   /**< CTL_PRIO_* */
-	struct ctl_member members[CAIS_MAX_WORLD]; /**< indexed by rank, n entries */
+	uint8_t first_rank; /**< its DATA's ranks: first_rank..first_rank+n-1 (a leaf's, E9) */
+	struct ctl_member members[CAIS_MAX_WORLD]; /**< indexed by rank - first_rank, n entries */
 	struct ctl_uplink uplink;		   /**< optional: uplink.on */
 };
 

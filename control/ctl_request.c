@@ -28,6 +28,7 @@ get_ids(const json_t *args, uint16_t *tenant, uint16_t *session, struct ctl_err 
 	return 0;
 }
 
+/* members[i] of a session whose ranks are s->first_rank .. + n - 1, into s->members. */
 static int
 parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool *have,
 	     struct ctl_err *err)
@@ -42,7 +43,8 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 	if (!json_is_object(m))
 		return ctl_fail(err, EINVAL, "field 'members[%zu]' must be an object", i);
 	if ((rc = ctl_check_fields(m, fields, err)) ||
-	    (rc = ctl_get_uint(m, "rank", 0, (uint64_t)n - 1, true, &rank, err)) ||
+	    (rc = ctl_get_uint(m, "rank", s->first_rank, (uint64_t)s->first_rank + n - 1, true,
+			       &rank, err)) ||
 	    (rc = ctl_get_string(m, "mac", &mac, err)) ||
 	    (rc = ctl_get_string(m, "ip", &ip, err)) ||
 	    (rc = ctl_get_uint(m, "port", 1, UINT16_MAX, true, &port, err)) ||
@@ -53,9 +55,10 @@ parse_member(const json_t *m, size_t i, uint16_t n, struct ctl_session *s, bool 
 		snprintf(inner, sizeof(inner), "%s", err->msg);
 		return ctl_fail(err, EINVAL, "members[%zu]: %.200s", i, inner);
 	}
+	rank -= s->first_rank;
 	if (have[rank])
 		return ctl_fail(err, EINVAL, "members[%zu]: field 'rank' %u given twice", i,
-				(unsigned int)rank);
+				(unsigned int)(rank + s->first_rank));
 	have[rank] = true;
 	mb = &s->members[rank];
 	if (ctl_parse_member_mac(mac, mb->mac) != 0)
@@ -125,19 +128,19 @@ members_distinct(const struct ctl_session *s, struct ctl_err *err)
 				return ctl_fail(err, EINVAL,
 						"members: ranks %u and %u have the same 'ip' and "
 						"'port'",
-						a, b);
+						a + s->first_rank, b + s->first_rank);
 	return 0;
 }
 
 static int
 cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 {
-	static const char *const fields[] = {"tenant",	"session",	    "n",
-					     "slots",	"elems_per_packet", "priority",
-					     "members", "uplink",	    NULL};
+	static const char *const fields[] = {"tenant",		 "session",  "n",	"slots",
+					     "elems_per_packet", "priority", "members", "uplink",
+					     "first_rank",	 NULL};
 	static struct ctl_session s; /* 2 KiB: requests are handled one at a time */
 	bool have[CAIS_MAX_WORLD] = {false};
-	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL;
+	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL, first = 0;
 	const json_t *members;
 	size_t i;
 	int rc;
@@ -148,9 +151,13 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	    (rc = ctl_get_uint(args, "n", 1, CAIS_MAX_WORLD, true, &n, err)) ||
 	    (rc = ctl_get_uint(args, "slots", 1, CAIS_MAX_SLOTS, true, &slots, err)) ||
 	    (rc = ctl_get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, true, &elems, err)) ||
-	    (rc =
-		 ctl_get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio, err)))
+	    (rc = ctl_get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio,
+			       err)) ||
+	    (rc = ctl_get_uint(args, "first_rank", 0, CAIS_MAX_WORLD - 1, false, &first, err)))
 		return rc;
+	if (first + n > CAIS_MAX_WORLD)
+		return ctl_fail(err, EINVAL, "fields 'first_rank' + 'n' pass rank %u",
+				CAIS_MAX_WORLD - 1);
 	if (!cais_pool_size_ok((uint32_t)slots))
 		return ctl_fail(err, EINVAL, "field 'slots' must be a power of two in [1, %u]",
 				CAIS_MAX_SLOTS);
@@ -166,6 +173,7 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	s.slots = (uint32_t)slots;
 	s.elems = (uint16_t)elems;
 	s.priority = (uint8_t)prio;
+	s.first_rank = (uint8_t)first;
 	for (i = 0; i < n; i++)
 		if ((rc = parse_member(json_array_get(members, i), i, s.n, &s, have, err)))
 			return rc;

@@ -60,8 +60,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	 * a 64-bit partial filled (only PARTIAL64's own saturate at the int64
 	 * range). Its RESULT is in the wire dtype either way.
 	 */
-	v = dp_slot_step(sl, rte_be_to_cpu_32(h->seq), t->tensor, h->rank, count, h->dtype, s->n,
-			 &complete);
+	v = dp_slot_step(sl, rte_be_to_cpu_32(h->seq), t->tensor, dp_member_of(s, h->rank), count,
+			 h->dtype, s->n, &complete);
 	switch (v) {
 	case DP_V_NEW:
 		sc->data_rx++;
@@ -91,7 +91,7 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 		return dp_reply_ack(lc, m, sl);
 	case DP_V_RESEND:
 		sc->resends++;
-		return dp_reply_resend(lc, s, sl, acc, m, h->rank);
+		return dp_reply_resend(lc, s, sl, acc, m, dp_member_of(s, h->rank));
 	case DP_V_DUPLICATE:
 		sc->duplicates++;
 		/* the sender retransmits for nothing: its DATA is in (E6) */

@@ -40,6 +40,7 @@ session_conf(struct dp_session_conf *c, const struct ctl_session *cs)
 	c->slots = cs->slots;
 	c->elems = cs->elems;
 	c->priority = cs->priority == CTL_PRIO_HIGH ? DP_PRIO_HIGH : DP_PRIO_NORMAL;
+	c->first_rank = cs->first_rank;
 	for (unsigned int r = 0; r < cs->n; r++) {
 		memcpy(c->members[r].mac, cs->members[r].mac, 6);
 		c->members[r].ip = cs->members[r].ip;
@@ -317,6 +318,7 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 	json_object_set_new(o, "slots", json_integer(s->pool));
 	json_object_set_new(o, "elems_per_packet", json_integer(s->elems));
 	json_object_set_new(o, "priority", json_integer(s->priority));
+	json_object_set_new(o, "first_rank", json_integer(s->first_rank));
 	json_object_set_new(o, "tensors", tensors_json(s));
 	json_object_set_new(o, "switch_ports", bound_json(s));
 	json_object_set_new(o, "flows", flows_json(s));

@@ -106,7 +106,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 		return dp_reply_reject(lc, m, CAIS_R_UNKNOWN_TENSOR, NULL);
 	s = t->s;
 	sc = &s->part[lc->idx].c;
-	switch (sender_check(m, f, s, h->rank, !sw->pcfg.unguarded)) {
+	switch (sender_check(m, f, s, dp_member_of(s, h->rank), !sw->pcfg.unguarded)) {
 	case SENDER_OK:
 		break;
 	case SENDER_SPOOFED:

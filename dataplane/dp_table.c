@@ -167,6 +167,7 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 	s->elems = c->elems;
 	s->pool = c->slots;
 	s->priority = c->priority;
+	s->first_rank = c->first_rank;
 	s->n_lcores = t->n_lcores;
 	LIST_INIT(&s->tensors);
 	s->members = calloc(c->n, sizeof(*s->members));

@@ -71,7 +71,8 @@ struct dp_session_conf {
 	uint32_t slots;				       /**< pool size S, a power of two */
 	uint16_t elems;				       /**< elements per packet E */
 	uint8_t priority;			       /**< enum dp_prio */
-	struct dp_member_conf members[CAIS_MAX_WORLD]; /**< by rank, n of them */
+	uint8_t first_rank; /**< its DATA's ranks are first_rank..first_rank+n-1 (E9) */
+	struct dp_member_conf members[CAIS_MAX_WORLD]; /**< by rank - first_rank, n of them */
 	struct dp_uplink_conf uplink;
 };
 
@@ -163,7 +164,8 @@ struct dp_session {
 	uint16_t n;
 	uint16_t elems;
 	uint32_t pool;
-	uint8_t priority; /**< enum dp_prio */
+	uint8_t priority;   /**< enum dp_prio */
+	uint8_t first_rank; /**< DATA's rank r is member r - first_rank (a leaf's ranks, E9) */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */
 	struct dp_uplink up;	      /**< a leaf's spine (E9); up.on false elsewhere */
@@ -275,6 +277,13 @@ static inline void
 dp_tables_unlock(struct dp_tables *t)
 {
 	pthread_mutex_unlock(&t->lock);
+}
+
+/** The member index of a DATA's rank field (>= n: none; the match checks it). */
+static inline uint8_t
+dp_member_of(const struct dp_session *s, uint8_t rank)
+{
+	return (uint8_t)(rank - s->first_rank);
 }
 
 /** @return the tensor table key of a triple. */

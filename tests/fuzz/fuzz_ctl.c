@@ -240,14 +240,52 @@ pow2_slots(long long s)
 	return s >= 1 && s <= CAIS_MAX_SLOTS && (s & (s - 1)) == 0;
 }
 
+/* session.add's "uplink" (E9); every fault named as "uplink" (the messages' prefix). */
+static void
+model_uplink(const json_t *u)
+{
+	static const char *const unames[] = {"ip", "mac", "port", "rank", "switch_port", NULL};
+	long long rank = 0, port = 0, sw_port = 0;
+	const char *mac, *ip;
+	int nbad = M.nbad;
+
+	if (!json_is_object(u)) {
+		flag("uplink");
+		return;
+	}
+	only(u, unames);
+	mac = str_field(u, "mac");
+	ip = str_field(u, "ip");
+	int_field(u, "port", 1, 65535, false, &port);
+	int_field(u, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank);
+	int_field(u, "switch_port", 0, 32767, true, &sw_port);
+	if (mac && (!mac_ok(mac, M.s.uplink.mac) || (M.s.uplink.mac[0] & 1) ||
+		    !(M.s.uplink.mac[0] | M.s.uplink.mac[1] | M.s.uplink.mac[2] |
+		      M.s.uplink.mac[3] | M.s.uplink.mac[4] | M.s.uplink.mac[5])))
+		flag("mac");
+	if (ip && (inet_pton(AF_INET, ip, &M.s.uplink.ip) != 1 ||
+		   (ntohl(M.s.uplink.ip) >> 24) == 0 || (ntohl(M.s.uplink.ip) >> 24) == 127 ||
+		   (ntohl(M.s.uplink.ip) >> 24) >= 224))
+		flag("ip");
+	if (M.nbad != nbad) {
+		flag("uplink");
+		return;
+	}
+	M.s.uplink.on = true;
+	M.s.uplink.port = (uint16_t)port;
+	M.s.uplink.rank = (uint8_t)rank;
+	M.s.uplink.switch_port = (uint16_t)sw_port;
+}
+
 static void
 model_session_add(const json_t *a)
 {
-	static const char *const names[] = {"tenant",		"session",  "n",       "slots",
-					    "elems_per_packet", "priority", "members", NULL};
+	static const char *const names[] = {"tenant",	"session",	    "n",
+					    "slots",	"elems_per_packet", "priority",
+					    "members", "uplink",	    "first_rank", NULL};
 	static const char *const mnames[] = {"rank",	    "mac",   "ip", "port",
 					     "switch_port", "ports", NULL};
-	long long tenant = 0, session = 0, n = 0, slots = 0, elems = 0, prio = 0;
+	long long tenant = 0, session = 0, n = 0, slots = 0, elems = 0, prio = 0, first = 0;
 	int rn;
 	const json_t *members;
 	bool have[CAIS_MAX_WORLD] = {false};
@@ -260,6 +298,10 @@ model_session_add(const json_t *a)
 		flag("slots");
 	int_field(a, "elems_per_packet", 1, CAIS_MAX_ELEMS, true, &elems);
 	int_field(a, "priority", 0, 1, false, &prio);
+	/* a leaf's ranks (E9): first_rank .. first_rank + n - 1, below 255 */
+	int_field(a, "first_rank", 0, CAIS_MAX_WORLD - 1, false, &first);
+	if (rn == 1 && first + n > CAIS_MAX_WORLD)
+		flag("first_rank");
 	members = json_object_get(a, "members");
 	if (!json_is_array(members)) {
 		flag("members");
@@ -277,6 +319,7 @@ model_session_add(const json_t *a)
 	M.s.slots = (uint32_t)slots;
 	M.s.elems = (uint16_t)elems;
 	M.s.priority = (uint8_t)prio;
+	M.s.first_rank = (uint8_t)first;
 	for (size_t i = 0; i < (size_t)n; i++) {
 		const json_t *m = json_array_get(members, i);
 		long long rank = -1, port = 0, sw_port = -1, ports = 1;
@@ -289,7 +332,8 @@ model_session_add(const json_t *a)
 			continue;
 		}
 		only(m, mnames);
-		int_field(m, "rank", 0, n - 1, true, &rank);
+		if (int_field(m, "rank", first, first + n - 1, true, &rank) == 1)
+			rank -= first;
 		mac = str_field(m, "mac");
 		ip = str_field(m, "ip");
 		int_field(m, "port", 1, 65535, true, &port);
@@ -322,6 +366,8 @@ model_session_add(const json_t *a)
 		mb.ports = (uint8_t)ports;
 		M.s.members[rank] = mb;
 	}
+	if (json_object_get(a, "uplink"))
+		model_uplink(json_object_get(a, "uplink"));
 	/* two ranks at one address: the message names both fields */
 	for (unsigned int x = 0; M.valid && x < M.s.n; x++)
 		for (unsigned int y = x + 1; y < M.s.n; y++)
@@ -554,8 +600,15 @@ f_session_add(void *ctx, const struct ctl_session *s, struct ctl_err *err)
 		CHECK(s->tenant == M.s.tenant && s->session == M.s.session,
 		      "ids %u/%u, model %u/%u", s->tenant, s->session, M.s.tenant, M.s.session);
 		CHECK(s->n == M.s.n && s->slots == M.s.slots && s->elems == M.s.elems &&
-			  s->priority == M.s.priority,
-		      "n/slots/elems/priority differ from the model");
+			  s->priority == M.s.priority && s->first_rank == M.s.first_rank,
+		      "n/slots/elems/priority/first_rank differ from the model");
+		CHECK(s->uplink.on == M.s.uplink.on &&
+			  (!s->uplink.on ||
+			   (memcmp(s->uplink.mac, M.s.uplink.mac, 6) == 0 &&
+			    s->uplink.ip == M.s.uplink.ip && s->uplink.port == M.s.uplink.port &&
+			    s->uplink.rank == M.s.uplink.rank &&
+			    s->uplink.switch_port == M.s.uplink.switch_port)),
+		      "uplink differs from the model");
 		for (unsigned int r = 0; r < s->n; r++)
 			CHECK(memcmp(s->members[r].mac, M.s.members[r].mac, 6) == 0 &&
 				  s->members[r].ip == M.s.members[r].ip &&

@@ -174,6 +174,14 @@ static const struct {
     {"session-add-switch-port",
      MB("{\"rank\":1,\"mac\":\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001,"
 	"\"switch_port\":32767}")},
+    /* a leaf (E9): its ranks from 4, its spine */
+    {"session-add-leaf",
+     "\"cmd\":\"session.add\",\"args\":{\"tenant\":3,\"session\":4,\"n\":2,\"slots\":16,"
+     "\"elems_per_packet\":256,\"first_rank\":4,\"members\":[{\"rank\":5,\"mac\":"
+     "\"02:00:00:00:00:02\",\"ip\":\"10.0.0.2\",\"port\":4001},{\"rank\":4,\"mac\":"
+     "\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":4000}],\"uplink\":{\"ip\":"
+     "\"10.0.0.253\",\"mac\":\"02:00:00:00:00:fd\",\"rank\":1,\"switch_port\":4,"
+     "\"port\":51733}}"},
     {"stats-after", "\"cmd\":\"stats.get\",\"args\":{\"after\":4294967295}"},
     {"session-del", "\"cmd\":\"session.del\",\"args\":{\"tenant\":65535,\"session\":0}"},
     {"tensor-add", "\"cmd\":\"tensor.add\",\"args\":{\"tenant\":1,\"session\":2,\"tensor\":"

@@ -1357,24 +1357,27 @@ t_b16_handoff(void **state)
 static struct tf_end SP;
 
 /*
- * Session (t, s) of n members H[first..first+n-1] (ranks 0..n-1), pool 8,
- * E elems; with up_rank >= 0 a leaf whose uplink is SP, that rank.
+ * Session (t, s) of n members H[first..first+n-1], pool 8, E elems; their
+ * ranks 0..n-1, or first..first+n-1 (first_rank) with ranked; with up_rank
+ * >= 0 a leaf whose uplink is SP, that rank.
  */
 static void
 session_hosts(unsigned int t, unsigned int s, unsigned int first, unsigned int n,
-	      unsigned int elems, int up_rank)
+	      unsigned int elems, int up_rank, bool ranked)
 {
 	char buf[4096];
+	unsigned int r0 = ranked ? first : 0;
 	int k = snprintf(buf, sizeof(buf),
 			 "{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":%u,"
-			 "\"slots\":8,\"elems_per_packet\":%u,\"members\":[",
-			 t, s, n, elems);
+			 "\"slots\":8,\"elems_per_packet\":%u,\"first_rank\":%u,\"members\":[",
+			 t, s, n, elems, r0);
 
 	for (unsigned int r = 0; r < n; r++)
-		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
-			      "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
-			      "\"port\":%u}",
-			      r ? "," : "", r, first + r + 1, first + r + 1, 40000 + first + r);
+		k +=
+		    snprintf(buf + k, sizeof(buf) - (size_t)k,
+			     "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
+			     "\"port\":%u}",
+			     r ? "," : "", r0 + r, first + r + 1, first + r + 1, 40000 + first + r);
 	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "]");
 	if (up_rank >= 0)
 		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
@@ -1481,7 +1484,7 @@ t_uplink(void **state)
 	uint64_t v[5];
 
 	(void)state;
-	session_hosts(2, 70, 0, 4, 64, 1);
+	session_hosts(2, 70, 0, 4, 64, 1, false);
 	tensor(2, 70, 1, "sum");
 	for (unsigned int r = 0; r < 4; r++) {
 		expect_nothing();
@@ -1567,7 +1570,7 @@ ctl_refused(const char *json, int code, const char *needle)
 		fail_msg("%s: '%s' does not name '%s'", json, err.msg, needle);
 }
 
-/* session.add's uplink: what a leaf cannot be. */
+/* session.add's uplink and first_rank: what a leaf cannot be. */
 static void
 t_uplink_refused(void **state)
 {
@@ -1608,6 +1611,14 @@ t_uplink_refused(void **state)
 	    buf, sizeof(buf), base, 1024u,
 	    "\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\",\"rank\":0,\"switch_port\":7");
 	ctl_ok(buf);
+	/* first_rank: the members' ranks lie in first_rank .. first_rank + n - 1, below 255 */
+	ctl_refused("{\"cmd\":\"session.add\",\"args\":{\"tenant\":2,\"session\":76,\"n\":1,"
+		    "\"slots\":8,\"elems_per_packet\":64,\"first_rank\":4,\"members\":[{\"rank\":0,"
+		    "\"mac\":\"02:00:00:00:00:01\",\"ip\":\"10.0.0.1\",\"port\":40000}]}}",
+		    EINVAL, "rank");
+	ctl_refused("{\"cmd\":\"session.add\",\"args\":{\"tenant\":2,\"session\":76,\"n\":2,"
+		    "\"slots\":8,\"elems_per_packet\":64,\"first_rank\":254,\"members\":[]}}",
+		    EINVAL, "first_rank");
 }
 
 /* The captured frame to port: its CAIS payload (copied to out, plen bytes) and flags. */
@@ -1627,9 +1638,9 @@ take_payload(unsigned int port, uint8_t type, uint8_t *out, size_t plen)
 }
 
 /*
- * A tree of two leaves of 3 ranks and a spine gives the bits one switch of
- * the 6 gives: FIXED32 and BLOCK16, every op, 50 elements, and a sum beyond
- * int32 (OVERFLOW both ways); the spine's RESULT through a leaf is those bits.
+ * A tree of two leaves of 3 ranks (the second's ranks 3..5: first_rank) and
+ * a spine gives the bits one switch of the 6 gives: FIXED32 and BLOCK16, every op, 50 elements, and
+ * a sum beyond int32 (OVERFLOW both ways); the spine's RESULT through a leaf is those bits.
  */
 static void
 t_tree_bits(void **state)
@@ -1639,10 +1650,10 @@ t_tree_bits(void **state)
 	unsigned int seq = 100;
 
 	(void)state;
-	session_hosts(2, 72, 0, 6, 64, -1); /* the one switch */
-	session_hosts(2, 73, 0, 3, 64, 0);  /* leaf A: global ranks 0..2 */
-	session_hosts(2, 74, 3, 3, 64, 1);  /* leaf B: global ranks 3..5 */
-	session_hosts(2, 75, 6, 2, 64, -1); /* the spine: "leaves" H6, H7 */
+	session_hosts(2, 72, 0, 6, 64, -1, false); /* the one switch */
+	session_hosts(2, 73, 0, 3, 64, 0, true);   /* leaf A: ranks 0..2 */
+	session_hosts(2, 74, 3, 3, 64, 1, true);   /* leaf B: ranks 3..5 (first_rank 3) */
+	session_hosts(2, 75, 6, 2, 64, -1, false); /* the spine: "leaves" H6, H7 */
 	for (unsigned int w = 0; w < 2; w++)
 		for (unsigned int o = 0; o < 4; o++)
 			for (unsigned int ss = 72; ss <= 75; ss++)
@@ -1683,8 +1694,8 @@ t_tree_bits(void **state)
 				c.session = (uint16_t)(73 + leaf);
 				for (unsigned int r = 0; r < 3; r++)
 					send_msg(&c, (uint16_t)(3 * leaf + r), &H[3 * leaf + r],
-						 CAIS_TYPE_DATA, (uint8_t)r, dt, pay[3 * leaf + r],
-						 plen, 0, 0);
+						 CAIS_TYPE_DATA, (uint8_t)(3 * leaf + r), dt,
+						 pay[3 * leaf + r], plen, 0, 0);
 				assert_int_equal(E->n_cap, 1);
 				fup[leaf] =
 				    take_payload(SP_PORT, CAIS_TYPE_DATA, leaf ? pb : pa, p64);

@@ -1,0 +1,449 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Integration test of the hierarchy (docs/PROTOCOL.md E9): two leaf
+# cais-switches of 4 ranks each under a spine cais-switch, on the namespace
+# testbed. The testbed's switch is the fabric (plain L2 here) between 11
+# hosts: hosts 1-8 are the ranks, hosts 9, 10 and 11 run leaf A
+# (198.18.X.251, ranks 0-3), leaf B (.252, ranks 4-7) and the spine (.253),
+# each on its host's eth0, as aggregation servers beside a ToR switch. The
+# leaves' sessions carry an uplink (B's ranks start at 4: first_rank); the
+# spine's session has the two leaves as its members. Each rank sends to its
+# leaf; the ring runs over the fabric, whichever aggregator is down.
+#
+#   tree_testbed.sh [--switch PATH] [--perf PATH] [--ctl PATH] [--testbed PATH] [--keep-logs]
+#                   [--bench [--bytes LIST] [--iters N] [--dtype f32|bf16]]
+#
+# --bench (bench/tree.sh runs it so): instead of the cases, the same
+# all-reduces through the spine alone (a flat session of the 8 ranks on it,
+# reached through the leaves as plain L2 switches) and through the tree,
+# one after the other on the same testbed, and a table of the median times
+# and their ratio: what the second level costs. Every switch shares the
+# machine's cores.
+#
+# (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL, CAIS_TESTBED). Needs root; without it
+# exits 77 (meson's skip code). Cases, every element checked (--check):
+#   a. every dtype and op, FIXED32 and BLOCK16, 1 element to 1 MiB: in-network;
+#      the spine's rounds equal each leaf's RESULTs from it
+#   b. 5% loss both ways between every rank and its leaf (nftables in the
+#      hosts): in-network
+#   c. a rank behind each leaf silenced (its DATA to the leaf dropped): the
+#      ring, every rank right; then in-network again
+#   d. leaf B restarted in the middle of a run (kill -9, started again from
+#      its configuration): every rank right, none hanging; leaf B down for a
+#      whole run: the ring; back: in-network
+#   e. the same for the spine
+# Loss between a leaf and the spine is not injected: those frames leave and
+# enter by af_packet on both ends, which nftables does not see, and this
+# kernel has no tc actions; tests/unit/test_pipeline.c covers the leaf's
+# resend and the spine's answers to it.
+# Always cleans up: hosts, switches, testbed, DPDK's runtime directories.
+set -uo pipefail
+
+PROG=${0##*/}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
+SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
+PERF=${CAIS_PERF:-$ROOT/build/agent/cais-allreduce-perf}
+CTL=${CAIS_CTL:-$ROOT/build/control/cais-ctl}
+TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
+KEEP_LOGS=0
+BENCH=0
+BENCH_BYTES=1M,4M
+BENCH_ITERS=10
+BENCH_DTYPE=f32
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--switch) SWITCH=$2; shift 2 ;;
+	--perf) PERF=$2; shift 2 ;;
+	--ctl) CTL=$2; shift 2 ;;
+	--testbed) TESTBED=$2; shift 2 ;;
+	--keep-logs) KEEP_LOGS=1; shift ;;
+	--bench) BENCH=1; shift ;;
+	--bytes) BENCH_BYTES=$2; shift 2 ;;
+	--iters) BENCH_ITERS=$2; shift 2 ;;
+	--dtype) BENCH_DTYPE=$2; shift 2 ;;
+	-h | --help)
+		sed -n '4,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "$PROG: unknown argument '$1' (see --help)" >&2
+		exit 2
+		;;
+	esac
+done
+
+cb_need_root_and "network namespaces, veth, raw sockets for af_packet" ip ethtool nft timeout awk
+[ -x "$SWITCH" ] || cb_skip "no cais-switch at $SWITCH (is libdpdk installed? give --switch)"
+[ -x "$PERF" ] || cb_skip "no cais-allreduce-perf at $PERF (give --perf)"
+[ -x "$CTL" ] || cb_skip "no cais-ctl at $CTL (give --ctl)"
+ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
+
+NAME="tr$(($$ % 10000))"
+PREFIX_F="cais-trf-$$"
+RANKS=8
+PER_LEAF=4
+E=1024 # a session with an uplink carries at most 1024 (E9)
+S=64
+PORT=47000
+SEQ=1000
+HOST_TIMEOUT=120
+NCPU=$(nproc)
+WORK=$(mktemp -d /tmp/cais-tree.XXXXXX)
+T0=$(date +%s.%N)
+HOST_PIDS=()
+FAILED=0
+FAILURES=()
+# the three switches: leaf A, leaf B, spine (index 0, 1, 2)
+SW_NAMES=(leaf-a leaf-b spine)
+SW_PIDS=("" "" "")
+SW_MACS=(02:ca:fe:00:00:0a 02:ca:fe:00:00:0b 02:ca:fe:00:00:05)
+SW_CTL="127.0.0.1:51734" # each inside its host's namespace: its own loopback
+FABRIC_PID=""
+
+now() { date +%s.%N; }
+say() { echo "[$(awk -v t0="$T0" -v t1="$(now)" 'BEGIN { printf "%6.1f", t1 - t0 }') s] $*"; }
+step() {
+	echo
+	say "=== $*"
+}
+case_fail() {
+	FAILED=1
+	FAILURES+=("$*")
+	say "FAIL: $*"
+}
+fatal() {
+	FAILED=1
+	say "FATAL: $*"
+	for l in "$WORK"/switch-*.log; do
+		[ -s "$l" ] && { echo "---- $l (last 20 lines)"; tail -n 20 "$l"; }
+	done
+	exit 1
+}
+
+stop_pid() { # pid: SIGINT, 5 s, SIGKILL
+	[ -n "$1" ] || return 0
+	kill -INT "$1" 2>/dev/null || true
+	for _ in $(seq 1 50); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+cleanup() {
+	local rc=$? p k
+	trap - EXIT INT TERM
+	for p in "${HOST_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for k in 0 1 2; do
+		stop_pid "${SW_PIDS[$k]}"
+		rm -rf "/var/run/dpdk/cais-tr$k-$$" 2>/dev/null || true
+	done
+	stop_pid "$FABRIC_PID"
+	rm -rf "/var/run/dpdk/$PREFIX_F" 2>/dev/null || true
+	bash "$TESTBED" down --name "$NAME" >/dev/null 2>&1 || true
+	if [ "$rc" -eq 0 ] && [ "$FAILED" -eq 0 ] && [ "$KEEP_LOGS" -eq 0 ]; then
+		rm -rf "$WORK"
+	else
+		echo "$PROG: logs kept in $WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "$PROG: interrupted"; exit 130' INT
+trap 'echo "$PROG: terminated"; exit 143' TERM
+
+step "testbed: $RANKS ranks and three aggregation servers on one fabric"
+bash "$TESTBED" up --name "$NAME" --hosts $((RANKS + 3)) >"$WORK/testbed.log" 2>&1 ||
+	fatal "testbed up failed: $(tail -n 3 "$WORK/testbed.log")"
+eval "$(bash "$TESTBED" env --name "$NAME")"
+NET=${TB_AGG_IP%.*}
+SW_IPS=("$NET.251" "$NET.252" "$NET.253")
+
+# tensors: 1 sum, 2 max, 3 min (FIXED32), 4 sum (BLOCK16); the same on every switch
+tensors() { # session
+	local t
+	for t in "1 sum 1024 fixed32" "2 max 1024 fixed32" "3 min 1024 fixed32" "4 sum 16777216 block16"; do
+		# shellcheck disable=SC2086
+		set -- $t
+		printf ',\n  {"cmd": "tensor.add", "args": {"tenant": 1, "session": %s, "tensor": %s, "op": "%s", "scale": %s, "wire": "%s"}}' \
+			"$S_ID" "$1" "$2" "$3" "$4"
+	done
+}
+members() { # first count: hosts first..first+count-1, ranks first-1..
+	local i out=""
+	for ((i = $1; i < $1 + $2; i++)); do
+		out+="${out:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$(eval "echo \$TB_IP_$i")\", \"port\": $PORT}"
+	done
+	echo "$out"
+}
+PEERS=""
+for ((i = 1; i <= RANKS; i++)); do
+	PEERS+="${PEERS:+,}$(eval "echo \$TB_IP_$i"):$PORT"
+done
+for k in 0 1; do
+	S_ID=1
+	{
+		printf '[\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": %s, "slots": %s, "elems_per_packet": %s, "first_rank": %s, "members": [%s], "uplink": {"ip": "%s", "mac": "%s", "rank": %s, "switch_port": %s}}}' \
+			"$PER_LEAF" "$S" "$E" $((k * PER_LEAF)) "$(members $((k * PER_LEAF + 1)) "$PER_LEAF")" \
+			"${SW_IPS[2]}" "${SW_MACS[2]}" "$k" 0
+		tensors
+		printf '\n]\n'
+	} >"$WORK/config-$k.json"
+done
+{
+	S_ID=1
+	printf '[\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": 2, "slots": %s, "elems_per_packet": %s, "members": [{"rank": 0, "mac": "%s", "ip": "%s", "port": 51733, "switch_port": 0}, {"rank": 1, "mac": "%s", "ip": "%s", "port": 51733, "switch_port": 0}]}}' \
+		"$S" "$E" "${SW_MACS[0]}" "${SW_IPS[0]}" "${SW_MACS[1]}" "${SW_IPS[1]}"
+	tensors
+	# the flat session of --bench: every rank on the spine, through the leaves as L2
+	S_ID=2
+	printf ',\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 2, "n": %s, "slots": %s, "elems_per_packet": %s, "members": [%s]}}' \
+		"$RANKS" "$S" "$E" "$(members 1 "$RANKS")"
+	tensors
+	printf '\n]\n'
+} >"$WORK/config-2.json"
+
+# DPDK's af_packet joins a PACKET_FANOUT group whose id it derives from its
+# pid and the interface, and fails (EINVAL) when that id is taken by another
+# switch's socket: such a start is tried again (another pid, another id).
+start_sw() { # k: 0 leaf A, 1 leaf B, 2 spine
+	local try
+	for try in 1 2 3; do
+		start_sw_once "$1" && return 0
+		grep -q "PACKET_FANOUT" "$WORK/switch-${SW_NAMES[$1]}.log" || break
+		say "${SW_NAMES[$1]}: af_packet's fanout id was taken, start $((try + 1))"
+	done
+	fatal "${SW_NAMES[$1]} did not start"
+}
+start_sw_once() { # k: on host RANKS + 1 + k's eth0
+	local k=$1 log=$WORK/switch-${SW_NAMES[$1]}.log prefix="cais-tr$1-$$"
+	rm -rf "/var/run/dpdk/$prefix" 2>/dev/null || true
+	: >"$log"
+	ip netns exec "$(sw_ns "$k")" "$SWITCH" --no-huge -m 512 --no-pci --no-shconf \
+		--file-prefix="$prefix" -l $(((k + 1) % NCPU)) \
+		"--vdev=net_af_packet0,iface=eth0,blocksz=16384,framesz=16384,framecnt=512" \
+		-- --agg-ip "${SW_IPS[$k]}" --agg-mac "${SW_MACS[$k]}" \
+		--config "$WORK/config-$k.json" --stats-period 0 --ctl "$SW_CTL" \
+		--idle-sleep-us 50 >>"$log" 2>&1 &
+	SW_PIDS[k]=$!
+	disown "${SW_PIDS[$k]}" # killed and restarted by whichever shell: no job reports
+	for _ in $(seq 1 300); do
+		grep -q "running" "$log" && return 0
+		if ! kill -0 "${SW_PIDS[$k]}" 2>/dev/null; then
+			SW_PIDS[k]=""
+			say "${SW_NAMES[$k]} exited during start: $(grep -v '^EAL' "$log" | tail -n 2)"
+			return 1
+		fi
+		sleep 0.1
+	done
+	fatal "${SW_NAMES[$k]} did not report 'running' within 30 s"
+}
+kill_sw() { # k: SIGKILL, and wait until it is gone (at most 5 s)
+	local pid=${SW_PIDS[$1]}
+	[ -n "$pid" ] || return 0
+	kill -KILL "$pid" 2>/dev/null
+	for _ in $(seq 1 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	SW_PIDS[$1]=""
+}
+
+sw_ns() { eval "echo \$TB_NS_$((RANKS + 1 + $1))"; }
+
+step "the fabric; leaf A (${SW_IPS[0]}), leaf B (${SW_IPS[1]}), spine (${SW_IPS[2]}) on hosts 9-11"
+cb_switch_start "$SWITCH" "$PREFIX_F" "$WORK/switch-fabric.log" $((RANKS + 3)) \
+	--stats-period 0 --idle-sleep-us 50 || fatal "the fabric switch did not start"
+FABRIC_PID=$CB_SW_PID
+for k in 2 0 1; do
+	start_sw $k
+done
+
+# stats.get of switch k, field F of its session (tenant 1, session SESSION) or at the top
+stat_of() { # k field [session]
+	ip netns exec "$(sw_ns "$1")" "$CTL" -s "$SW_CTL" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+if len(sys.argv) > 2:
+    d = next(s for s in d["sessions"] if s["tenant"] == 1 and s["session"] == int(sys.argv[2]))
+print(d[sys.argv[1]])' "$2" "${3:-}" 2>/dev/null
+}
+
+# run LABEL ARGS...: every rank at once, each must exit 0 within HOST_TIMEOUT;
+# SESSION 1 (the tree: each rank to its leaf) or 2 (flat: every rank to the spine)
+SESSION=1
+run() {
+	local label=$1 i pids=() rc bad=0 s max=0 to
+	shift
+	for ((i = 1; i <= RANKS; i++)); do
+		if [ "$SESSION" -eq 1 ]; then
+			to=${SW_IPS[$(((i - 1) / PER_LEAF))]}
+		else
+			to=${SW_IPS[2]}
+		fi
+		timeout -k 5 "$HOST_TIMEOUT" ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" \
+			--rank $((i - 1)) --world "$RANKS" --switch "$to" --peers "$PEERS" \
+			--tenant 1 --session "$SESSION" --slots $S --elems $E --scale 1024 --threads 1 \
+			--first-seq "$SEQ" --check --check-every 0 --retries 16 "$@" \
+			>"$WORK/$label.h$i.log" 2>&1 &
+		pids+=($!)
+		HOST_PIDS+=($!)
+	done
+	for ((i = 1; i <= RANKS; i++)); do
+		wait "${pids[$((i - 1))]}"
+		rc=$?
+		if [ $rc -ne 0 ]; then
+			bad=1
+			echo "---- h$i exited $rc: $WORK/$label.h$i.log"
+			grep -v '^#' "$WORK/$label.h$i.log" | head -n 8
+		fi
+		s=$(grep -m1 '^# summary ' "$WORK/$label.h$i.log" | tr ' ' '\n' | sed -n 's/^next_seq=//p')
+		[ -n "$s" ] && [ "$s" -gt "$max" ] && max=$s
+	done
+	HOST_PIDS=()
+	SEQ=$((bad || max == 0 ? (max > SEQ ? max : SEQ) + 100000 : max))
+	return $bad
+}
+
+# Every line of a run's per-size table on every rank took path PATH (5th column).
+all_paths() { # label regex
+	local i
+	for ((i = 1; i <= RANKS; i++)); do
+		awk -v re="^($2)\$" '/^ +[0-9]/ && $5 !~ re { bad = 1 } END { exit bad }' \
+			"$WORK/$1.h$i.log" || return 1
+	done
+}
+
+# nft rules in host i's namespace: loss PCT both ways to and from its leaf
+loss_on() { # i pct (100: all)
+	local leaf=${SW_IPS[$((($1 - 1) / PER_LEAF))]} some="numgen random mod 100 < $2"
+	[ "$2" -ge 100 ] && some=""
+	ip netns exec "$(eval "echo \$TB_NS_$1")" nft -f - <<EOF
+table inet caisloss {
+	chain out { type filter hook output priority 0; ip daddr $leaf udp dport 51733 $some drop; }
+	chain in { type filter hook input priority 0; ip saddr $leaf udp sport 51733 $some drop; }
+}
+EOF
+}
+loss_off() { # i
+	ip netns exec "$(eval "echo \$TB_NS_$1")" nft delete table inet caisloss
+}
+
+if [ "$BENCH" -eq 1 ]; then
+	case $BENCH_DTYPE in f32 | bf16) ;; *) fatal "--dtype $BENCH_DTYPE: f32 or bf16" ;; esac
+	case "$BENCH_ITERS" in '' | *[!0-9]*) fatal "--iters '$BENCH_ITERS': a count" ;; esac
+	[ "$BENCH_DTYPE" = bf16 ] && wire=(--wire block16 --b16-scale 16777216 --tensor 4) ||
+		wire=(--tensor 1)
+	step "bench: $BENCH_DTYPE sum, $BENCH_BYTES, $BENCH_ITERS iterations: one switch, then the tree"
+	SESSION=2
+	run bench-flat --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the one-switch run failed"
+	SESSION=1
+	run bench-tree --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the tree run failed"
+	all_paths bench-flat switch && all_paths bench-tree switch || fatal "not every collective in-network"
+	# the slowest rank's median per size (column 6, us)
+	slowest() { awk '/^ +[0-9]/ { if ($6 > t[$1]) t[$1] = $6 } END { for (b in t) print b, t[b] }' \
+		"$WORK/$1".h*.log | sort; }
+	echo
+	printf '%12s %16s %16s %10s %14s\n' bytes "one switch (us)" "tree (us)" tree/one "extra level (us)"
+	join <(slowest bench-flat) <(slowest bench-tree) | sort -n |
+		awk '{ printf "%12d %16.1f %16.1f %10.2f %14.1f\n", $1, $2, $3, $3 / $2, $3 - $2 }'
+	exit 0
+fi
+
+step "a. every dtype and op through the tree, FIXED32 and BLOCK16"
+for dt in f32 bf16 f16 i32; do
+	case $dt in f32 | i32) esz=4 ;; *) esz=2 ;; esac
+	for op in sum avg max min; do
+		case $op in sum | avg) t=1 ;; max) t=2 ;; min) t=3 ;; esac
+		label="a-$dt-$op"
+		if run "$label" --dtype "$dt" --op "$op" --tensor $t --path switch --iters 2 --warmup 0 \
+			--bytes "$esz,$((1025 * esz)),$((100003 * esz)),1M" && all_paths "$label" 'switch'; then
+			say "$label: ok"
+		else
+			case_fail "$label"
+		fi
+	done
+done
+for dt in f32 bf16 f16; do
+	label="a-b16-$dt"
+	case $dt in f32) esz=4 ;; *) esz=2 ;; esac
+	run "$label" --dtype "$dt" --op sum --tensor 4 --wire block16 --b16-scale 16777216 \
+		--path switch --iters 2 --warmup 0 --bytes "$esz,$((100003 * esz)),1M" &&
+		all_paths "$label" 'switch' && say "$label: ok" || case_fail "$label"
+done
+sp=$(stat_of 2 rounds 1) ua=$(stat_of 0 up_results 1) ub=$(stat_of 1 up_results 1)
+say "rounds: spine $sp; RESULTs from the spine: leaf A $ua, leaf B $ub"
+if [ -z "$sp" ] || [ "$sp" -eq 0 ] || [ "$sp" != "$ua" ] || [ "$sp" != "$ub" ]; then
+	case_fail "a: the spine's rounds ($sp) are not each leaf's RESULTs from it ($ua, $ub)"
+fi
+
+step "b. 5% loss both ways between every rank and its leaf"
+for ((i = 1; i <= RANKS; i++)); do
+	loss_on "$i" 5 || fatal "nft failed on host $i"
+done
+run b-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 1 --bytes 64K,1M &&
+	all_paths b-loss 'switch' && say "b-loss: ok" || case_fail "b: in-network under loss"
+for ((i = 1; i <= RANKS; i++)); do
+	loss_off "$i" || fatal "nft: removing the loss rules on host $i"
+done
+say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1)"
+
+step "c. rank 1 (leaf A) and rank 5 (leaf B) silenced: the ring, every rank right"
+loss_on 2 100 && loss_on 6 100 || fatal "nft failed"
+run c-silent --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 --warmup 0 \
+	--retries 4 --bytes 256K && all_paths c-silent 'ring.*' && say "c-silent: ok (ring)" ||
+	case_fail "c: two silenced ranks, not on the ring or not right"
+loss_off 2 && loss_off 6 || fatal "nft: removing the rules"
+run c-back --dtype f32 --op sum --tensor 1 --path switch --iters 2 --warmup 0 --bytes 256K &&
+	all_paths c-back 'switch' && say "c-back: ok" || case_fail "c: in-network again"
+
+# restart K in the middle of a run: every rank right, none hanging; then K
+# down for a whole run: the ring; then K back: in-network
+restart_cases() { # k letter
+	local k=$1 c=$2 name=${SW_NAMES[$1]} rpid
+	( sleep 1.5; kill_sw "$k"; start_sw "$k" ) >"$WORK/$c-restart.log" 2>&1 &
+	rpid=$!
+	run "$c-restart" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 20 \
+		--warmup 0 --bytes 1M && say "$c-restart: ok ($(awk '/^ +[0-9]/ { p[$5]++ }
+		END { for (x in p) printf "%s%s x%d", n++ ? ", " : "", x, p[x] }' "$WORK/$c-restart.h1.log"))" ||
+		case_fail "$c: $name restarted during a run: not every rank right"
+	wait "$rpid"
+	# the restart ran in a subshell: the new pid is in its log's start line
+	SW_PIDS[k]=$(pgrep -f -- "--file-prefix=cais-tr$k-$$" | head -n 1)
+	[ -n "${SW_PIDS[$k]}" ] || fatal "$name did not come back: $(cat "$WORK/$c-restart.log")"
+	# what the new instance served of the run: it came back before the run ended
+	say "$name after its restart: rounds $(stat_of "$k" rounds 1)"
+	kill_sw "$k"
+	run "$c-down" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 \
+		--warmup 0 --bytes 1M && all_paths "$c-down" 'ring.*' && say "$c-down: ok (ring)" ||
+		case_fail "$c: $name down, not on the ring or not right"
+	start_sw "$k"
+	run "$c-up" --dtype bf16 --op max --tensor 2 --path switch --iters 2 --warmup 0 --bytes 1M &&
+		all_paths "$c-up" 'switch' && say "$c-up: ok" ||
+		case_fail "$c: in-network again after $name came back"
+}
+
+step "d. leaf B restarted during a run, down, back"
+restart_cases 1 d
+
+step "e. the spine restarted during a run, down, back"
+restart_cases 2 e
+
+echo
+if [ "$FAILED" -eq 0 ]; then
+	say "$PROG: all cases passed"
+	exit 0
+fi
+say "$PROG: ${#FAILURES[@]} case(s) failed:"
+printf '  - %s\n' "${FAILURES[@]}"
+exit 1
