@@ -32,6 +32,19 @@ prefetch_frame(const struct rte_mbuf *m)
 		rte_prefetch0(f + off);
 }
 
+/* --rx-loss (tests only): a 32-bit random number from the lcore's xorshift64. */
+static inline uint32_t
+loss_draw(struct dp_lcore *lc)
+{
+	uint64_t x = lc->loss_rng ? lc->loss_rng : 0x9E3779B97F4A7C15ull + lc->idx;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	lc->loss_rng = x;
+	return (uint32_t)(x >> 32);
+}
+
 /* One received packet: count, parse, learn, and on by class. */
 static inline void
 input_one(struct dp_lcore *lc, struct rte_mbuf *m)
@@ -43,6 +56,8 @@ input_one(struct dp_lcore *lc, struct rte_mbuf *m)
 
 	if (unlikely(port >= sw->n_ports))
 		return dp_drop(lc, m, DP_DROP_BAD_PORT);
+	if (unlikely(sw->rx_loss) && loss_draw(lc) < sw->rx_loss)
+		return dp_drop(lc, m, DP_DROP_RX_LOSS);
 	lc->port[port].rx_pkts++;
 	lc->port[port].rx_bytes += m->pkt_len;
 	if (unlikely(m->nb_segs != 1))

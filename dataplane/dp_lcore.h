@@ -90,6 +90,7 @@ struct dp_lcore {
 	uint32_t qdepth;		     /**< packets waiting for this lcore (estimate) */
 	uint32_t full_streak;		     /**< consecutive polls that filled every burst */
 	bool rx_count_ok;		     /**< the PMD reports RX queue occupancy */
+	uint64_t loss_rng;		     /**< --rx-loss's xorshift64 state */
 	struct dp_lcore_counters c;
 	struct dp_port_counters port[DP_MAX_PORTS];
 	struct dp_rl rl[DP_RL_ENTRIES];	    /**< REJECT budgets */

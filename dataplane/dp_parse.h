@@ -79,7 +79,8 @@
 	X(NO_PORT, "member MAC not learned: RESULT copy not sent")                                 \
 	X(BAD_PORT, "mbuf from a port the switch does not drive")                                  \
 	X(L2_SAME_PORT, "L2 destination on the ingress port")                                      \
-	X(TX_FULL, "TX queue full")
+	X(TX_FULL, "TX queue full")                                                                \
+	X(RX_LOSS, "dropped at random on receipt (--rx-loss, tests only)")
 
 #define DP_X_ENUM(name, text) DP_DROP_##name,
 enum dp_drop { DP_DROP_NONE = 0, DP_DROPS(DP_X_ENUM) DP_DROP_MAX };

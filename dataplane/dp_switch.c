@@ -84,6 +84,7 @@ settings_init(struct dp_switch *sw, const struct dp_switch_conf *c)
 	sw->n_lcores = c->n_lcores;
 	sw->hz = rte_get_tsc_hz();
 	sw->idle_sleep_us = c->idle_sleep_us;
+	sw->rx_loss = (uint32_t)((uint64_t)c->rx_loss_pct * 4294967296ull / 100);
 	sw->start_tsc = rte_rdtsc();
 	sw->agg = c->agg ? c->agg : dp_agg_best();
 	sw->tx = c->tx;

@@ -55,6 +55,7 @@ struct options {
 	uint32_t mbufs;
 	uint32_t high_share;
 	uint32_t idle_sleep_us;
+	uint32_t rx_loss_pct;
 };
 
 static struct dp_switch *g_sw;
@@ -92,6 +93,9 @@ usage(FILE *f, const char *prog)
 		"  --idle-sleep-us N    an lcore whose queues stay empty sleeps in steps of up\n"
 		"                       to N us, leaving the CPU to others (default %u);\n"
 		"                       0: busy polling, for dedicated cores\n"
+		"  --rx-loss PCT        for tests only: drop PCT percent (0..99) of the frames\n"
+		"                       received, at random (loss where the testbed has no\n"
+		"                       netem and nftables does not see the frames)\n"
 		"  --help               this text\n"
 		"\n"
 		"Example (veth testbed, no hugepages):\n"
@@ -213,6 +217,7 @@ static const struct opt opts[] = {
     {"mbufs", parse_u32, 1024, 1u << 22, offsetof(struct options, mbufs)},
     {"high-share", parse_u32, 1, DP_MAX_HIGH_SHARE, offsetof(struct options, high_share)},
     {"idle-sleep-us", parse_u32, 0, DP_MAX_IDLE_SLEEP_US, offsetof(struct options, idle_sleep_us)},
+    {"rx-loss", parse_u32, 0, 99, offsetof(struct options, rx_loss_pct)},
     {"help", NULL, 0, 0, 0},
 };
 
@@ -525,6 +530,7 @@ switch_create(const struct options *o, uint16_t n_ports, struct dp_switch_conf *
 	conf->mbufs = o->mbufs;
 	conf->high_share = o->high_share;
 	conf->idle_sleep_us = o->idle_sleep_us;
+	conf->rx_loss_pct = o->rx_loss_pct;
 	conf->socket = (int)rte_socket_id();
 	conf->name = "cais";
 	sw = dp_switch_create(conf);

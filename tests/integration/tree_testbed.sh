@@ -26,17 +26,18 @@
 #   a. every dtype and op, FIXED32 and BLOCK16, 1 element to 1 MiB: in-network;
 #      the spine's rounds equal each leaf's RESULTs from it
 #   b. 5% loss both ways between every rank and its leaf (nftables in the
-#      hosts): in-network
+#      hosts): in-network; then 5% loss of what each of the three switches
+#      receives (cais-switch --rx-loss 5: the partials the spine gets and
+#      the RESULTs the leaves get, too): in-network
 #   c. a rank behind each leaf silenced (its DATA to the leaf dropped): the
 #      ring, every rank right; then in-network again
 #   d. leaf B restarted in the middle of a run (kill -9, started again from
 #      its configuration): every rank right, none hanging; leaf B down for a
 #      whole run: the ring; back: in-network
 #   e. the same for the spine
-# Loss between a leaf and the spine is not injected: those frames leave and
-# enter by af_packet on both ends, which nftables does not see, and this
-# kernel has no tc actions; tests/unit/test_pipeline.c covers the leaf's
-# resend and the spine's answers to it.
+# Loss between a leaf and the spine comes from cais-switch itself
+# (--rx-loss): those frames leave and enter by af_packet on both ends, which
+# nftables does not see, and this kernel has no tc actions.
 # Always cleans up: hosts, switches, testbed, DPDK's runtime directories.
 set -uo pipefail
 
@@ -103,6 +104,7 @@ SW_NAMES=(leaf-a leaf-b spine)
 SW_PIDS=("" "" "")
 SW_MACS=(02:ca:fe:00:00:0a 02:ca:fe:00:00:0b 02:ca:fe:00:00:05)
 SW_CTL="127.0.0.1:51734" # each inside its host's namespace: its own loopback
+SW_EXTRA=()              # more options for the three (case b: --rx-loss)
 FABRIC_PID=""
 
 now() { date +%s.%N; }
@@ -232,7 +234,7 @@ start_sw_once() { # k: on host RANKS + 1 + k's eth0
 		"--vdev=net_af_packet0,iface=eth0,blocksz=16384,framesz=16384,framecnt=512" \
 		-- --agg-ip "${SW_IPS[$k]}" --agg-mac "${SW_MACS[$k]}" \
 		--config "$WORK/config-$k.json" --stats-period 0 --ctl "$SW_CTL" \
-		--idle-sleep-us 50 >>"$log" 2>&1 &
+		--idle-sleep-us 50 "${SW_EXTRA[@]}" >>"$log" 2>&1 &
 	SW_PIDS[k]=$!
 	disown "${SW_PIDS[$k]}" # killed and restarted by whichever shell: no job reports
 	for _ in $(seq 1 300); do
@@ -267,14 +269,16 @@ for k in 2 0 1; do
 	start_sw $k
 done
 
-# stats.get of switch k, field F of its session (tenant 1, session SESSION) or at the top
+# stats.get of switch k: field F (a.b for nested ones) of its session 1/SESSION, or at the top
 stat_of() { # k field [session]
 	ip netns exec "$(sw_ns "$1")" "$CTL" -s "$SW_CTL" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-if len(sys.argv) > 2:
+if len(sys.argv) > 2 and sys.argv[2]:
     d = next(s for s in d["sessions"] if s["tenant"] == 1 and s["session"] == int(sys.argv[2]))
-print(d[sys.argv[1]])' "$2" "${3:-}" 2>/dev/null
+for k in sys.argv[1].split("."):
+    d = d[k]
+print(d)' "$2" "${3:-}" 2>/dev/null
 }
 
 # run LABEL ARGS...: every rank at once, each must exit 0 within HOST_TIMEOUT;
@@ -397,6 +401,25 @@ for ((i = 1; i <= RANKS; i++)); do
 	loss_off "$i" || fatal "nft: removing the loss rules on host $i"
 done
 say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1)"
+
+step "b2. 5% loss of what every switch receives: below and above the leaves"
+SW_EXTRA=(--rx-loss 5)
+for k in 2 0 1; do
+	kill_sw $k
+	start_sw $k
+done
+run b2-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 1 --bytes 64K,1M &&
+	all_paths b2-loss 'switch' && say "b2-loss: ok" || case_fail "b2: in-network under loss at both levels"
+lost_sp=$(stat_of 2 drops.rx_loss) lost_a=$(stat_of 0 drops.rx_loss)
+say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1);" \
+	"dropped on receipt: spine $lost_sp, leaf A $lost_a"
+[ "${lost_sp:-0}" -gt 0 ] && [ "${lost_a:-0}" -gt 0 ] ||
+	case_fail "b2: --rx-loss dropped nothing (spine ${lost_sp:-?}, leaf A ${lost_a:-?})"
+SW_EXTRA=()
+for k in 2 0 1; do
+	kill_sw $k
+	start_sw $k
+done
 
 step "c. rank 1 (leaf A) and rank 5 (leaf B) silenced: the ring, every rank right"
 loss_on 2 100 && loss_on 6 100 || fatal "nft failed"
