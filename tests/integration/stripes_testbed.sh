@@ -36,43 +36,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../../scripts/lib/switch.sh
 . "$ROOT/scripts/lib/switch.sh"
-SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
-PERF=${CAIS_PERF:-$ROOT/build/agent/cais-allreduce-perf}
-CTL=${CAIS_CTL:-$ROOT/build/control/cais-ctl}
-TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
-KEEP_LOGS=0
-BENCH=0
+# shellcheck source=../../scripts/lib/cases.sh
+. "$ROOT/scripts/lib/cases.sh"
 BENCH_BYTES=1M,4M,16M
-BENCH_ITERS=10
-BENCH_DTYPE=f32
-
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--switch) SWITCH=$2; shift 2 ;;
-	--perf) PERF=$2; shift 2 ;;
-	--ctl) CTL=$2; shift 2 ;;
-	--testbed) TESTBED=$2; shift 2 ;;
-	--keep-logs) KEEP_LOGS=1; shift ;;
-	--bench) BENCH=1; shift ;;
-	--bytes) BENCH_BYTES=$2; shift 2 ;;
-	--iters) BENCH_ITERS=$2; shift 2 ;;
-	--dtype) BENCH_DTYPE=$2; shift 2 ;;
-	-h | --help)
-		sed -n '4,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-		exit 0
-		;;
-	*)
-		echo "$PROG: unknown argument '$1' (see --help)" >&2
-		exit 2
-		;;
-	esac
-done
-
-cb_need_root_and "network namespaces, veth, raw sockets for af_packet" ip ethtool nft timeout awk
-[ -x "$SWITCH" ] || cb_skip "no cais-switch at $SWITCH (is libdpdk installed? give --switch)"
-[ -x "$PERF" ] || cb_skip "no cais-allreduce-perf at $PERF (give --perf)"
-[ -x "$CTL" ] || cb_skip "no cais-ctl at $CTL (give --ctl)"
-ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
+cb_parse_args "$@"
+cb_need_testbed
 
 NAME="st$(($$ % 10000))"
 PREFIX_A="cais-sta-$$"
@@ -82,46 +50,15 @@ E=2048
 S=64
 PORT=47000
 FLOWS=2
-SEQ=1000
-HOST_TIMEOUT=120
 CTL_A="127.0.0.1:$((20000 + $$ % 20000))"
 CTL_B="127.0.0.1:51734" # inside host 5's namespace: its own loopback
 WORK=$(mktemp -d /tmp/cais-st.XXXXXX)
-T0=$(date +%s.%N)
 A_PID="" B_PID=""
-HOST_PIDS=()
-FAILED=0
-FAILURES=()
-
-now() { date +%s.%N; }
-say() { echo "[$(awk -v t0="$T0" -v t1="$(now)" 'BEGIN { printf "%6.1f", t1 - t0 }') s] $*"; }
-step() {
-	echo
-	say "=== $*"
-}
-case_fail() {
-	FAILED=1
-	FAILURES+=("$*")
-	say "FAIL: $*"
-}
-fatal() {
-	FAILED=1
-	say "FATAL: $*"
-	for l in "$WORK"/switch-*.log; do
-		[ -s "$l" ] && { echo "---- $l (last 20 lines)"; tail -n 20 "$l"; }
-	done
-	exit 1
-}
-
-stop_pid() { # pid: SIGINT, 5 s, SIGKILL
-	[ -n "$1" ] || return 0
-	kill -INT "$1" 2>/dev/null || true
-	for _ in $(seq 1 50); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
+# what scripts/lib/cases.sh reads and writes
+# shellcheck disable=SC2034
+{
+	SEQ=1000 HOST_TIMEOUT=120 T0=$(date +%s.%N)
+	FAILED=0 FAILURES=() HOST_PIDS=()
 }
 
 cleanup() {
@@ -130,24 +67,16 @@ cleanup() {
 	for p in "${HOST_PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null || true
 	done
-	stop_pid "$B_PID"
-	stop_pid "$A_PID"
-	bash "$TESTBED" down --name "$NAME" >/dev/null 2>&1 || true
+	cb_stop_pid "$B_PID"
+	cb_stop_pid "$A_PID"
 	rm -rf "/var/run/dpdk/$PREFIX_A" "/var/run/dpdk/$PREFIX_B" 2>/dev/null || true
-	if [ "$rc" -eq 0 ] && [ "$FAILED" -eq 0 ] && [ "$KEEP_LOGS" -eq 0 ]; then
-		rm -rf "$WORK"
-	else
-		echo "$PROG: logs kept in $WORK"
-	fi
-	exit "$rc"
+	cb_finish "$rc"
 }
-trap cleanup EXIT
-trap 'echo "$PROG: interrupted"; exit 130' INT
-trap 'echo "$PROG: terminated"; exit 143' TERM
+cb_traps
 
-step "testbed: $RANKS ranks and a host for the second switch server"
+cb_step "testbed: $RANKS ranks and a host for the second switch server"
 bash "$TESTBED" up --name "$NAME" --hosts $((RANKS + 1)) >"$WORK/testbed.log" 2>&1 ||
-	fatal "testbed up failed: $(tail -n 3 "$WORK/testbed.log")"
+	cb_fatal "testbed up failed: $(tail -n 3 "$WORK/testbed.log")"
 eval "$(bash "$TESTBED" env --name "$NAME")"
 AGG_A=$TB_AGG_IP
 AGG_B=${TB_AGG_IP%.*}.253
@@ -177,16 +106,16 @@ start_b() {
 	B_PID=$!
 	for _ in $(seq 1 300); do
 		grep -q "running" "$log" && return 0
-		kill -0 "$B_PID" 2>/dev/null || fatal "switch B exited during start"
+		kill -0 "$B_PID" 2>/dev/null || cb_fatal "switch B exited during start"
 		sleep 0.1
 	done
-	fatal "switch B did not report 'running' within 30 s"
+	cb_fatal "switch B did not report 'running' within 30 s"
 }
 
-step "switch A ($AGG_A, every port) and switch B ($AGG_B, inside host $((RANKS + 1)))"
+cb_step "switch A ($AGG_A, every port) and switch B ($AGG_B, inside host $((RANKS + 1)))"
 cb_switch_start "$SWITCH" "$PREFIX_A" "$WORK/switch-a.log" $((RANKS + 1)) \
 	--config "$WORK/config.json" --stats-period 0 --ctl "$CTL_A" --idle-sleep-us 50 ||
-	fatal "switch A did not start"
+	cb_fatal "switch A did not start"
 A_PID=$CB_SW_PID
 start_b
 
@@ -195,83 +124,50 @@ rounds_of() { /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[
 rounds_a() { "$CTL" -s "$CTL_A" -j stats.get 2>/dev/null | rounds_of; }
 rounds_b() { ip netns exec "$NS_B" "$CTL" -s "$CTL_B" -j stats.get 2>/dev/null | rounds_of; }
 
-# run LABEL ARGS...: every rank at once, each must exit 0 within HOST_TIMEOUT;
-# TO: where the ranks send (both servers unless a case says otherwise)
+# cb_run's ranks; TO: where they send (both servers unless a case says otherwise)
 TO=(--stripes "$AGG_A,$AGG_B")
-run() {
-	local label=$1 i pids=() rc bad=0 s max=0
-	shift
-	for ((i = 1; i <= RANKS; i++)); do
-		timeout -k 5 "$HOST_TIMEOUT" ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" \
-			--rank $((i - 1)) --world "$RANKS" "${TO[@]}" --peers "$CB_PEERS" \
-			--tenant 1 --session 1 --slots $S --elems $E --scale 1024 --threads $FLOWS \
-			--first-seq "$SEQ" --check --check-every 0 --retries 16 "$@" \
-			>"$WORK/$label.h$i.log" 2>&1 &
-		pids+=($!)
-		HOST_PIDS+=($!)
-	done
-	for ((i = 1; i <= RANKS; i++)); do
-		wait "${pids[$((i - 1))]}"
-		rc=$?
-		if [ $rc -ne 0 ]; then
-			bad=1
-			echo "---- h$i exited $rc: $WORK/$label.h$i.log"
-			grep -v '^#' "$WORK/$label.h$i.log" | head -n 8
-		fi
-		s=$(grep -m1 '^# summary ' "$WORK/$label.h$i.log" | tr ' ' '\n' | sed -n 's/^next_seq=//p')
-		[ -n "$s" ] && [ "$s" -gt "$max" ] && max=$s
-	done
-	HOST_PIDS=()
-	SEQ=$((bad || max == 0 ? (max > SEQ ? max : SEQ) + 100000 : max))
-	return $bad
-}
-
-# Every line of a run's per-size table on every rank took path PATH (5th column).
-all_paths() { # label regex
-	local i
-	for ((i = 1; i <= RANKS; i++)); do
-		awk -v re="^($2)\$" '/^ +[0-9]/ && $5 !~ re { bad = 1 } END { exit bad }' \
-			"$WORK/$1.h$i.log" || return 1
-	done
+cb_rank_cmd() {
+	# shellcheck disable=SC2034 # cb_run's
+	CB_CMD=(ip netns exec "$(eval "echo \$TB_NS_$1")" "$PERF"
+		--rank $(($1 - 1)) --world "$RANKS" "${TO[@]}" --peers "$CB_PEERS"
+		--tenant 1 --session 1 --slots "$S" --elems "$E" --scale 1024 --threads "$FLOWS"
+		--check --check-every 0 --retries 16)
 }
 
 if [ "$BENCH" -eq 1 ]; then
-	case $BENCH_DTYPE in f32 | bf16) ;; *) fatal "--dtype $BENCH_DTYPE: f32 or bf16" ;; esac
-	case "$BENCH_ITERS" in '' | *[!0-9]*) fatal "--iters '$BENCH_ITERS': a count" ;; esac
+	case $BENCH_DTYPE in f32 | bf16) ;; *) cb_fatal "--dtype $BENCH_DTYPE: f32 or bf16" ;; esac
+	case "$BENCH_ITERS" in '' | *[!0-9]*) cb_fatal "--iters '$BENCH_ITERS': a count" ;; esac
 	[ "$BENCH_DTYPE" = bf16 ] && wire=(--wire block16 --b16-scale 16777216 --tensor 4) ||
 		wire=(--tensor 1)
-	step "bench: $BENCH_DTYPE sum, $BENCH_BYTES, $BENCH_ITERS iterations: one server, then two"
+	cb_step "bench: $BENCH_DTYPE sum, $BENCH_BYTES, $BENCH_ITERS iterations: one server, then two"
 	TO=(--switch "$AGG_A")
-	run bench-one --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
-		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the one-server run failed"
+	cb_run bench-one --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || cb_fatal "the one-server run failed"
 	TO=(--stripes "$AGG_A,$AGG_B")
-	run bench-two --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
-		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the two-server run failed"
-	all_paths bench-one switch && all_paths bench-two switch || fatal "not every collective in-network"
-	# the slowest rank's median per size (column 6, us)
-	slowest() { awk '/^ +[0-9]/ { if ($6 > t[$1]) t[$1] = $6 } END { for (b in t) print b, t[b] }' \
-		"$WORK/$1".h*.log | sort; }
+	cb_run bench-two --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || cb_fatal "the two-server run failed"
+	cb_all_paths bench-one switch && cb_all_paths bench-two switch || cb_fatal "not every collective in-network"
 	echo
 	printf '%12s %16s %16s %10s\n' bytes "one server (us)" "two (us)" one/two
-	join <(slowest bench-one) <(slowest bench-two) | sort -n |
+	join <(cb_slowest bench-one) <(cb_slowest bench-two) | sort -n |
 		awk '{ printf "%12d %16.1f %16.1f %10.2f\n", $1, $2, $3, $2 / $3 }'
 	exit 0
 fi
 
-step "a. every dtype and op through both stripes, FIXED32 and BLOCK16"
+cb_step "a. every dtype and op through both stripes, FIXED32 and BLOCK16"
 ra0=$(rounds_a) rb0=$(rounds_b)
-[ -n "$ra0" ] && [ -n "$rb0" ] || fatal "stats.get from a switch failed"
+[ -n "$ra0" ] && [ -n "$rb0" ] || cb_fatal "stats.get from a switch failed"
 chunks=0
 for dt in f32 bf16 f16 i32; do
 	case $dt in f32 | i32) esz=4 ;; *) esz=2 ;; esac
 	for op in sum avg max min; do
 		case $op in sum | avg) t=1 ;; max) t=2 ;; min) t=3 ;; esac
 		label="a-$dt-$op"
-		if run "$label" --dtype "$dt" --op "$op" --tensor $t --path switch --iters 2 --warmup 0 \
-			--bytes "$esz,$((2049 * esz)),$((100003 * esz)),4M" && all_paths "$label" 'switch'; then
-			say "$label: ok"
+		if cb_run "$label" --dtype "$dt" --op "$op" --tensor $t --path switch --iters 2 --warmup 0 \
+			--bytes "$esz,$((2049 * esz)),$((100003 * esz)),4M" && cb_all_paths "$label" 'switch'; then
+			cb_say "$label: ok"
 		else
-			case_fail "$label"
+			cb_case_fail "$label"
 		fi
 		# chunks per rank: 1 + 2 + 49 + 4M/(E x esz), each size twice
 		chunks=$((chunks + 2 * (1 + 2 + (100003 + E - 1) / E + 4194304 / (E * esz))))
@@ -280,48 +176,41 @@ done
 for dt in f32 bf16 f16; do
 	label="a-b16-$dt"
 	case $dt in f32) esz=4 ;; *) esz=2 ;; esac
-	run "$label" --dtype "$dt" --op sum --tensor 4 --wire block16 --b16-scale 16777216 \
+	cb_run "$label" --dtype "$dt" --op sum --tensor 4 --wire block16 --b16-scale 16777216 \
 		--path switch --iters 2 --warmup 0 --bytes "$esz,$((100003 * esz)),1M" &&
-		all_paths "$label" 'switch' && say "$label: ok" || case_fail "$label"
+		cb_all_paths "$label" 'switch' && cb_say "$label: ok" || cb_case_fail "$label"
 done
 ra=$(($(rounds_a) - ra0)) rb=$(($(rounds_b) - rb0))
-say "rounds: switch A $ra, switch B $rb (FIXED32 chunks of the f32..i32 runs: $chunks)"
+cb_say "rounds: switch A $ra, switch B $rb (FIXED32 chunks of the f32..i32 runs: $chunks)"
 if [ "$ra" -lt $((chunks / 3)) ] || [ "$rb" -lt $((chunks / 3)) ] || [ $((ra + rb)) -lt "$chunks" ]; then
-	case_fail "a: the rounds are not spread over both servers (A $ra, B $rb, at least $chunks in all)"
+	cb_case_fail "a: the rounds are not spread over both servers (A $ra, B $rb, at least $chunks in all)"
 fi
 
-step "b. 5% loss both ways on switch B's stripe (nftables in every rank's host)"
+cb_step "b. 5% loss both ways on switch B's stripe (nftables in every rank's host)"
 for ((i = 1; i <= RANKS; i++)); do
-	ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<EOF || fatal "nft failed on host $i"
+	ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<EOF || cb_fatal "nft failed on host $i"
 table inet caisloss {
 	chain out { type filter hook output priority 0; ip daddr $AGG_B numgen random mod 100 < 5 drop; }
 	chain in { type filter hook input priority 0; ip saddr $AGG_B numgen random mod 100 < 5 drop; }
 }
 EOF
 done
-run b-loss --dtype f32 --op sum --tensor 1 --path switch --iters 5 --warmup 1 --bytes 64K,1M,4M &&
-	all_paths b-loss 'switch' && say "b-loss: ok" || case_fail "b: in-network under loss at one stripe"
+cb_run b-loss --dtype f32 --op sum --tensor 1 --path switch --iters 5 --warmup 1 --bytes 64K,1M,4M &&
+	cb_all_paths b-loss 'switch' && cb_say "b-loss: ok" || cb_case_fail "b: in-network under loss at one stripe"
 for ((i = 1; i <= RANKS; i++)); do
 	ip netns exec "$(eval "echo \$TB_NS_$i")" nft delete table inet caisloss ||
-		fatal "nft: removing the loss rules on host $i"
+		cb_fatal "nft: removing the loss rules on host $i"
 done
 
-step "c. switch B killed: the ring, every rank right; B again: in-network"
+cb_step "c. switch B killed: the ring, every rank right; B again: in-network"
 kill -KILL "$B_PID" 2>/dev/null
 wait "$B_PID" 2>/dev/null
 B_PID=""
-run c-down --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 --warmup 0 \
-	--bytes 1M && all_paths c-down 'ring.*' && say "c-down: ok (ring)" ||
-	case_fail "c: one stripe gone, not on the ring or not right"
+cb_run c-down --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 --warmup 0 \
+	--bytes 1M && cb_all_paths c-down 'ring.*' && cb_say "c-down: ok (ring)" ||
+	cb_case_fail "c: one stripe gone, not on the ring or not right"
 start_b
-run c-up --dtype bf16 --op sum --tensor 1 --path switch --iters 3 --warmup 0 --bytes 1M &&
-	all_paths c-up 'switch' && say "c-up: ok" || case_fail "c: in-network again after B's restart"
+cb_run c-up --dtype bf16 --op sum --tensor 1 --path switch --iters 3 --warmup 0 --bytes 1M &&
+	cb_all_paths c-up 'switch' && cb_say "c-up: ok" || cb_case_fail "c: in-network again after B's restart"
 
-echo
-if [ "$FAILED" -eq 0 ]; then
-	say "$PROG: all cases passed"
-	exit 0
-fi
-say "$PROG: ${#FAILURES[@]} case(s) failed:"
-printf '  - %s\n' "${FAILURES[@]}"
-exit 1
+cb_summary "$PROG"

@@ -46,43 +46,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../../scripts/lib/switch.sh
 . "$ROOT/scripts/lib/switch.sh"
-SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
-PERF=${CAIS_PERF:-$ROOT/build/agent/cais-allreduce-perf}
-CTL=${CAIS_CTL:-$ROOT/build/control/cais-ctl}
-TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
-KEEP_LOGS=0
-BENCH=0
+# shellcheck source=../../scripts/lib/cases.sh
+. "$ROOT/scripts/lib/cases.sh"
 BENCH_BYTES=1M,4M
-BENCH_ITERS=10
-BENCH_DTYPE=f32
-
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--switch) SWITCH=$2; shift 2 ;;
-	--perf) PERF=$2; shift 2 ;;
-	--ctl) CTL=$2; shift 2 ;;
-	--testbed) TESTBED=$2; shift 2 ;;
-	--keep-logs) KEEP_LOGS=1; shift ;;
-	--bench) BENCH=1; shift ;;
-	--bytes) BENCH_BYTES=$2; shift 2 ;;
-	--iters) BENCH_ITERS=$2; shift 2 ;;
-	--dtype) BENCH_DTYPE=$2; shift 2 ;;
-	-h | --help)
-		sed -n '4,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-		exit 0
-		;;
-	*)
-		echo "$PROG: unknown argument '$1' (see --help)" >&2
-		exit 2
-		;;
-	esac
-done
-
-cb_need_root_and "network namespaces, veth, raw sockets for af_packet" ip ethtool nft timeout awk
-[ -x "$SWITCH" ] || cb_skip "no cais-switch at $SWITCH (is libdpdk installed? give --switch)"
-[ -x "$PERF" ] || cb_skip "no cais-allreduce-perf at $PERF (give --perf)"
-[ -x "$CTL" ] || cb_skip "no cais-ctl at $CTL (give --ctl)"
-ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
+cb_parse_args "$@"
+cb_need_testbed
 
 NAME="tr$(($$ % 10000))"
 PREFIX_F="cais-trf-$$"
@@ -91,14 +59,8 @@ PER_LEAF=4
 E=1024 # a session with an uplink carries at most 1024 (E9)
 S=64
 PORT=47000
-SEQ=1000
-HOST_TIMEOUT=120
 NCPU=$(nproc)
 WORK=$(mktemp -d /tmp/cais-tree.XXXXXX)
-T0=$(date +%s.%N)
-HOST_PIDS=()
-FAILED=0
-FAILURES=()
 # the three switches: leaf A, leaf B, spine (index 0, 1, 2)
 SW_NAMES=(leaf-a leaf-b spine)
 SW_PIDS=("" "" "")
@@ -106,36 +68,11 @@ SW_MACS=(02:ca:fe:00:00:0a 02:ca:fe:00:00:0b 02:ca:fe:00:00:05)
 SW_CTL="127.0.0.1:51734" # each inside its host's namespace: its own loopback
 SW_EXTRA=()              # more options for the three (case b: --rx-loss)
 FABRIC_PID=""
-
-now() { date +%s.%N; }
-say() { echo "[$(awk -v t0="$T0" -v t1="$(now)" 'BEGIN { printf "%6.1f", t1 - t0 }') s] $*"; }
-step() {
-	echo
-	say "=== $*"
-}
-case_fail() {
-	FAILED=1
-	FAILURES+=("$*")
-	say "FAIL: $*"
-}
-fatal() {
-	FAILED=1
-	say "FATAL: $*"
-	for l in "$WORK"/switch-*.log; do
-		[ -s "$l" ] && { echo "---- $l (last 20 lines)"; tail -n 20 "$l"; }
-	done
-	exit 1
-}
-
-stop_pid() { # pid: SIGINT, 5 s, SIGKILL
-	[ -n "$1" ] || return 0
-	kill -INT "$1" 2>/dev/null || true
-	for _ in $(seq 1 50); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
+# what scripts/lib/cases.sh reads and writes
+# shellcheck disable=SC2034
+{
+	SEQ=1000 HOST_TIMEOUT=120 T0=$(date +%s.%N)
+	FAILED=0 FAILURES=() HOST_PIDS=()
 }
 
 cleanup() {
@@ -145,26 +82,18 @@ cleanup() {
 		kill -TERM "$p" 2>/dev/null || true
 	done
 	for k in 0 1 2; do
-		stop_pid "${SW_PIDS[$k]}"
+		cb_stop_pid "${SW_PIDS[$k]}"
 		rm -rf "/var/run/dpdk/cais-tr$k-$$" 2>/dev/null || true
 	done
-	stop_pid "$FABRIC_PID"
+	cb_stop_pid "$FABRIC_PID"
 	rm -rf "/var/run/dpdk/$PREFIX_F" 2>/dev/null || true
-	bash "$TESTBED" down --name "$NAME" >/dev/null 2>&1 || true
-	if [ "$rc" -eq 0 ] && [ "$FAILED" -eq 0 ] && [ "$KEEP_LOGS" -eq 0 ]; then
-		rm -rf "$WORK"
-	else
-		echo "$PROG: logs kept in $WORK"
-	fi
-	exit "$rc"
+	cb_finish "$rc"
 }
-trap cleanup EXIT
-trap 'echo "$PROG: interrupted"; exit 130' INT
-trap 'echo "$PROG: terminated"; exit 143' TERM
+cb_traps
 
-step "testbed: $RANKS ranks and three aggregation servers on one fabric"
+cb_step "testbed: $RANKS ranks and three aggregation servers on one fabric"
 bash "$TESTBED" up --name "$NAME" --hosts $((RANKS + 3)) >"$WORK/testbed.log" 2>&1 ||
-	fatal "testbed up failed: $(tail -n 3 "$WORK/testbed.log")"
+	cb_fatal "testbed up failed: $(tail -n 3 "$WORK/testbed.log")"
 eval "$(bash "$TESTBED" env --name "$NAME")"
 NET=${TB_AGG_IP%.*}
 SW_IPS=("$NET.251" "$NET.252" "$NET.253")
@@ -221,9 +150,9 @@ start_sw() { # k: 0 leaf A, 1 leaf B, 2 spine
 	for try in 1 2 3; do
 		start_sw_once "$1" && return 0
 		grep -q "PACKET_FANOUT" "$WORK/switch-${SW_NAMES[$1]}.log" || break
-		say "${SW_NAMES[$1]}: af_packet's fanout id was taken, start $((try + 1))"
+		cb_say "${SW_NAMES[$1]}: af_packet's fanout id was taken, start $((try + 1))"
 	done
-	fatal "${SW_NAMES[$1]} did not start"
+	cb_fatal "${SW_NAMES[$1]} did not start"
 }
 start_sw_once() { # k: on host RANKS + 1 + k's eth0
 	local k=$1 log=$WORK/switch-${SW_NAMES[$1]}.log prefix="cais-tr$1-$$"
@@ -241,12 +170,12 @@ start_sw_once() { # k: on host RANKS + 1 + k's eth0
 		grep -q "running" "$log" && return 0
 		if ! kill -0 "${SW_PIDS[$k]}" 2>/dev/null; then
 			SW_PIDS[k]=""
-			say "${SW_NAMES[$k]} exited during start: $(grep -v '^EAL' "$log" | tail -n 2)"
+			cb_say "${SW_NAMES[$k]} exited during start: $(grep -v '^EAL' "$log" | tail -n 2)"
 			return 1
 		fi
 		sleep 0.1
 	done
-	fatal "${SW_NAMES[$k]} did not report 'running' within 30 s"
+	cb_fatal "${SW_NAMES[$k]} did not report 'running' within 30 s"
 }
 kill_sw() { # k: SIGKILL, and wait until it is gone (at most 5 s)
 	local pid=${SW_PIDS[$1]}
@@ -261,9 +190,9 @@ kill_sw() { # k: SIGKILL, and wait until it is gone (at most 5 s)
 
 sw_ns() { eval "echo \$TB_NS_$((RANKS + 1 + $1))"; }
 
-step "the fabric; leaf A (${SW_IPS[0]}), leaf B (${SW_IPS[1]}), spine (${SW_IPS[2]}) on hosts 9-11"
+cb_step "the fabric; leaf A (${SW_IPS[0]}), leaf B (${SW_IPS[1]}), spine (${SW_IPS[2]}) on hosts 9-11"
 cb_switch_start "$SWITCH" "$PREFIX_F" "$WORK/switch-fabric.log" $((RANKS + 3)) \
-	--stats-period 0 --idle-sleep-us 50 || fatal "the fabric switch did not start"
+	--stats-period 0 --idle-sleep-us 50 || cb_fatal "the fabric switch did not start"
 FABRIC_PID=$CB_SW_PID
 for k in 2 0 1; do
 	start_sw $k
@@ -281,49 +210,18 @@ for k in sys.argv[1].split("."):
 print(d)' "$2" "${3:-}" 2>/dev/null
 }
 
-# run LABEL ARGS...: every rank at once, each must exit 0 within HOST_TIMEOUT;
-# SESSION 1 (the tree: each rank to its leaf) or 2 (flat: every rank to the spine)
+# cb_run's ranks: SESSION 1 (the tree: each rank to its leaf) or 2 (flat:
+# every rank to the spine)
 SESSION=1
-run() {
-	local label=$1 i pids=() rc bad=0 s max=0 to
-	shift
-	for ((i = 1; i <= RANKS; i++)); do
-		if [ "$SESSION" -eq 1 ]; then
-			to=${SW_IPS[$(((i - 1) / PER_LEAF))]}
-		else
-			to=${SW_IPS[2]}
-		fi
-		timeout -k 5 "$HOST_TIMEOUT" ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" \
-			--rank $((i - 1)) --world "$RANKS" --switch "$to" --peers "$PEERS" \
-			--tenant 1 --session "$SESSION" --slots $S --elems $E --scale 1024 --threads 1 \
-			--first-seq "$SEQ" --check --check-every 0 --retries 16 "$@" \
-			>"$WORK/$label.h$i.log" 2>&1 &
-		pids+=($!)
-		HOST_PIDS+=($!)
-	done
-	for ((i = 1; i <= RANKS; i++)); do
-		wait "${pids[$((i - 1))]}"
-		rc=$?
-		if [ $rc -ne 0 ]; then
-			bad=1
-			echo "---- h$i exited $rc: $WORK/$label.h$i.log"
-			grep -v '^#' "$WORK/$label.h$i.log" | head -n 8
-		fi
-		s=$(grep -m1 '^# summary ' "$WORK/$label.h$i.log" | tr ' ' '\n' | sed -n 's/^next_seq=//p')
-		[ -n "$s" ] && [ "$s" -gt "$max" ] && max=$s
-	done
-	HOST_PIDS=()
-	SEQ=$((bad || max == 0 ? (max > SEQ ? max : SEQ) + 100000 : max))
-	return $bad
-}
+cb_rank_cmd() {
+	local to=${SW_IPS[2]}
 
-# Every line of a run's per-size table on every rank took path PATH (5th column).
-all_paths() { # label regex
-	local i
-	for ((i = 1; i <= RANKS; i++)); do
-		awk -v re="^($2)\$" '/^ +[0-9]/ && $5 !~ re { bad = 1 } END { exit bad }' \
-			"$WORK/$1.h$i.log" || return 1
-	done
+	[ "$SESSION" -eq 1 ] && to=${SW_IPS[$((($1 - 1) / PER_LEAF))]}
+	# shellcheck disable=SC2034 # cb_run's
+	CB_CMD=(ip netns exec "$(eval "echo \$TB_NS_$1")" "$PERF"
+		--rank $(($1 - 1)) --world "$RANKS" --switch "$to" --peers "$PEERS"
+		--tenant 1 --session "$SESSION" --slots "$S" --elems "$E" --scale 1024 --threads 1
+		--check --check-every 0 --retries 16)
 }
 
 # nft rules in host i's namespace: loss PCT both ways to and from its leaf
@@ -342,93 +240,90 @@ loss_off() { # i
 }
 
 if [ "$BENCH" -eq 1 ]; then
-	case $BENCH_DTYPE in f32 | bf16) ;; *) fatal "--dtype $BENCH_DTYPE: f32 or bf16" ;; esac
-	case "$BENCH_ITERS" in '' | *[!0-9]*) fatal "--iters '$BENCH_ITERS': a count" ;; esac
+	case $BENCH_DTYPE in f32 | bf16) ;; *) cb_fatal "--dtype $BENCH_DTYPE: f32 or bf16" ;; esac
+	case "$BENCH_ITERS" in '' | *[!0-9]*) cb_fatal "--iters '$BENCH_ITERS': a count" ;; esac
 	[ "$BENCH_DTYPE" = bf16 ] && wire=(--wire block16 --b16-scale 16777216 --tensor 4) ||
 		wire=(--tensor 1)
-	step "bench: $BENCH_DTYPE sum, $BENCH_BYTES, $BENCH_ITERS iterations: one switch, then the tree"
+	cb_step "bench: $BENCH_DTYPE sum, $BENCH_BYTES, $BENCH_ITERS iterations: one switch, then the tree"
 	SESSION=2
-	run bench-flat --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
-		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the one-switch run failed"
+	cb_run bench-flat --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || cb_fatal "the one-switch run failed"
 	SESSION=1
-	run bench-tree --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
-		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || fatal "the tree run failed"
-	all_paths bench-flat switch && all_paths bench-tree switch || fatal "not every collective in-network"
-	# the slowest rank's median per size (column 6, us)
-	slowest() { awk '/^ +[0-9]/ { if ($6 > t[$1]) t[$1] = $6 } END { for (b in t) print b, t[b] }' \
-		"$WORK/$1".h*.log | sort; }
+	cb_run bench-tree --dtype "$BENCH_DTYPE" --op sum "${wire[@]}" --path switch \
+		--iters "$BENCH_ITERS" --warmup 2 --bytes "$BENCH_BYTES" || cb_fatal "the tree run failed"
+	cb_all_paths bench-flat switch && cb_all_paths bench-tree switch || cb_fatal "not every collective in-network"
 	echo
 	printf '%12s %16s %16s %10s %14s\n' bytes "one switch (us)" "tree (us)" tree/one "extra level (us)"
-	join <(slowest bench-flat) <(slowest bench-tree) | sort -n |
+	join <(cb_slowest bench-flat) <(cb_slowest bench-tree) | sort -n |
 		awk '{ printf "%12d %16.1f %16.1f %10.2f %14.1f\n", $1, $2, $3, $3 / $2, $3 - $2 }'
 	exit 0
 fi
 
-step "a. every dtype and op through the tree, FIXED32 and BLOCK16"
+cb_step "a. every dtype and op through the tree, FIXED32 and BLOCK16"
 for dt in f32 bf16 f16 i32; do
 	case $dt in f32 | i32) esz=4 ;; *) esz=2 ;; esac
 	for op in sum avg max min; do
 		case $op in sum | avg) t=1 ;; max) t=2 ;; min) t=3 ;; esac
 		label="a-$dt-$op"
-		if run "$label" --dtype "$dt" --op "$op" --tensor $t --path switch --iters 2 --warmup 0 \
-			--bytes "$esz,$((1025 * esz)),$((100003 * esz)),1M" && all_paths "$label" 'switch'; then
-			say "$label: ok"
+		if cb_run "$label" --dtype "$dt" --op "$op" --tensor $t --path switch --iters 2 --warmup 0 \
+			--bytes "$esz,$((1025 * esz)),$((100003 * esz)),1M" && cb_all_paths "$label" 'switch'; then
+			cb_say "$label: ok"
 		else
-			case_fail "$label"
+			cb_case_fail "$label"
 		fi
 	done
 done
 for dt in f32 bf16 f16; do
 	label="a-b16-$dt"
 	case $dt in f32) esz=4 ;; *) esz=2 ;; esac
-	run "$label" --dtype "$dt" --op sum --tensor 4 --wire block16 --b16-scale 16777216 \
+	cb_run "$label" --dtype "$dt" --op sum --tensor 4 --wire block16 --b16-scale 16777216 \
 		--path switch --iters 2 --warmup 0 --bytes "$esz,$((100003 * esz)),1M" &&
-		all_paths "$label" 'switch' && say "$label: ok" || case_fail "$label"
+		cb_all_paths "$label" 'switch' && cb_say "$label: ok" || cb_case_fail "$label"
 done
 sp=$(stat_of 2 rounds 1) ua=$(stat_of 0 up_results 1) ub=$(stat_of 1 up_results 1)
-say "rounds: spine $sp; RESULTs from the spine: leaf A $ua, leaf B $ub"
+cb_say "rounds: spine $sp; RESULTs from the spine: leaf A $ua, leaf B $ub"
 if [ -z "$sp" ] || [ "$sp" -eq 0 ] || [ "$sp" != "$ua" ] || [ "$sp" != "$ub" ]; then
-	case_fail "a: the spine's rounds ($sp) are not each leaf's RESULTs from it ($ua, $ub)"
+	cb_case_fail "a: the spine's rounds ($sp) are not each leaf's RESULTs from it ($ua, $ub)"
 fi
 
-step "b. 5% loss both ways between every rank and its leaf"
+cb_step "b. 5% loss both ways between every rank and its leaf"
 for ((i = 1; i <= RANKS; i++)); do
-	loss_on "$i" 5 || fatal "nft failed on host $i"
+	loss_on "$i" 5 || cb_fatal "nft failed on host $i"
 done
-run b-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 1 --bytes 64K,1M &&
-	all_paths b-loss 'switch' && say "b-loss: ok" || case_fail "b: in-network under loss"
+cb_run b-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 1 --bytes 64K,1M &&
+	cb_all_paths b-loss 'switch' && cb_say "b-loss: ok" || cb_case_fail "b: in-network under loss"
 for ((i = 1; i <= RANKS; i++)); do
-	loss_off "$i" || fatal "nft: removing the loss rules on host $i"
+	loss_off "$i" || cb_fatal "nft: removing the loss rules on host $i"
 done
-say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1)"
+cb_say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1)"
 
-step "b2. 5% loss of what every switch receives: below and above the leaves"
+cb_step "b2. 5% loss of what every switch receives: below and above the leaves"
 SW_EXTRA=(--rx-loss 5)
 for k in 2 0 1; do
 	kill_sw $k
 	start_sw $k
 done
-run b2-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 1 --bytes 64K,1M &&
-	all_paths b2-loss 'switch' && say "b2-loss: ok" || case_fail "b2: in-network under loss at both levels"
+cb_run b2-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 1 --bytes 64K,1M &&
+	cb_all_paths b2-loss 'switch' && cb_say "b2-loss: ok" || cb_case_fail "b2: in-network under loss at both levels"
 lost_sp=$(stat_of 2 drops.rx_loss) lost_a=$(stat_of 0 drops.rx_loss)
-say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1);" \
+cb_say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1);" \
 	"dropped on receipt: spine $lost_sp, leaf A $lost_a"
 [ "${lost_sp:-0}" -gt 0 ] && [ "${lost_a:-0}" -gt 0 ] ||
-	case_fail "b2: --rx-loss dropped nothing (spine ${lost_sp:-?}, leaf A ${lost_a:-?})"
+	cb_case_fail "b2: --rx-loss dropped nothing (spine ${lost_sp:-?}, leaf A ${lost_a:-?})"
 SW_EXTRA=()
 for k in 2 0 1; do
 	kill_sw $k
 	start_sw $k
 done
 
-step "c. rank 1 (leaf A) and rank 5 (leaf B) silenced: the ring, every rank right"
-loss_on 2 100 && loss_on 6 100 || fatal "nft failed"
-run c-silent --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 --warmup 0 \
-	--retries 4 --bytes 256K && all_paths c-silent 'ring.*' && say "c-silent: ok (ring)" ||
-	case_fail "c: two silenced ranks, not on the ring or not right"
-loss_off 2 && loss_off 6 || fatal "nft: removing the rules"
-run c-back --dtype f32 --op sum --tensor 1 --path switch --iters 2 --warmup 0 --bytes 256K &&
-	all_paths c-back 'switch' && say "c-back: ok" || case_fail "c: in-network again"
+cb_step "c. rank 1 (leaf A) and rank 5 (leaf B) silenced: the ring, every rank right"
+loss_on 2 100 && loss_on 6 100 || cb_fatal "nft failed"
+cb_run c-silent --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 --warmup 0 \
+	--retries 4 --bytes 256K && cb_all_paths c-silent 'ring.*' && cb_say "c-silent: ok (ring)" ||
+	cb_case_fail "c: two silenced ranks, not on the ring or not right"
+loss_off 2 && loss_off 6 || cb_fatal "nft: removing the rules"
+cb_run c-back --dtype f32 --op sum --tensor 1 --path switch --iters 2 --warmup 0 --bytes 256K &&
+	cb_all_paths c-back 'switch' && cb_say "c-back: ok" || cb_case_fail "c: in-network again"
 
 # restart K in the middle of a run: every rank right, none hanging; then K
 # down for a whole run: the ring; then K back: in-network
@@ -436,37 +331,30 @@ restart_cases() { # k letter
 	local k=$1 c=$2 name=${SW_NAMES[$1]} rpid
 	( sleep 1.5; kill_sw "$k"; start_sw "$k" ) >"$WORK/$c-restart.log" 2>&1 &
 	rpid=$!
-	run "$c-restart" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 20 \
-		--warmup 0 --bytes 1M && say "$c-restart: ok ($(awk '/^ +[0-9]/ { p[$5]++ }
+	cb_run "$c-restart" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 20 \
+		--warmup 0 --bytes 1M && cb_say "$c-restart: ok ($(awk '/^ +[0-9]/ { p[$5]++ }
 		END { for (x in p) printf "%s%s x%d", n++ ? ", " : "", x, p[x] }' "$WORK/$c-restart.h1.log"))" ||
-		case_fail "$c: $name restarted during a run: not every rank right"
+		cb_case_fail "$c: $name restarted during a run: not every rank right"
 	wait "$rpid"
-	# the restart ran in a subshell: the new pid is in its log's start line
+	# the restart ran in a subshell: the new instance's pid, by its file prefix
 	SW_PIDS[k]=$(pgrep -f -- "--file-prefix=cais-tr$k-$$" | head -n 1)
-	[ -n "${SW_PIDS[$k]}" ] || fatal "$name did not come back: $(cat "$WORK/$c-restart.log")"
+	[ -n "${SW_PIDS[$k]}" ] || cb_fatal "$name did not come back: $(cat "$WORK/$c-restart.log")"
 	# what the new instance served of the run: it came back before the run ended
-	say "$name after its restart: rounds $(stat_of "$k" rounds 1)"
+	cb_say "$name after its restart: rounds $(stat_of "$k" rounds 1)"
 	kill_sw "$k"
-	run "$c-down" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 \
-		--warmup 0 --bytes 1M && all_paths "$c-down" 'ring.*' && say "$c-down: ok (ring)" ||
-		case_fail "$c: $name down, not on the ring or not right"
+	cb_run "$c-down" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 \
+		--warmup 0 --bytes 1M && cb_all_paths "$c-down" 'ring.*' && cb_say "$c-down: ok (ring)" ||
+		cb_case_fail "$c: $name down, not on the ring or not right"
 	start_sw "$k"
-	run "$c-up" --dtype bf16 --op max --tensor 2 --path switch --iters 2 --warmup 0 --bytes 1M &&
-		all_paths "$c-up" 'switch' && say "$c-up: ok" ||
-		case_fail "$c: in-network again after $name came back"
+	cb_run "$c-up" --dtype bf16 --op max --tensor 2 --path switch --iters 2 --warmup 0 --bytes 1M &&
+		cb_all_paths "$c-up" 'switch' && cb_say "$c-up: ok" ||
+		cb_case_fail "$c: in-network again after $name came back"
 }
 
-step "d. leaf B restarted during a run, down, back"
+cb_step "d. leaf B restarted during a run, down, back"
 restart_cases 1 d
 
-step "e. the spine restarted during a run, down, back"
+cb_step "e. the spine restarted during a run, down, back"
 restart_cases 2 e
 
-echo
-if [ "$FAILED" -eq 0 ]; then
-	say "$PROG: all cases passed"
-	exit 0
-fi
-say "$PROG: ${#FAILURES[@]} case(s) failed:"
-printf '  - %s\n' "${FAILURES[@]}"
-exit 1
+cb_summary "$PROG"

@@ -39,23 +39,50 @@ ctl_ok(const char *json)
 		fail_msg("%s: %s: %s", json, ctl_errname(err.code), err.msg);
 }
 
+/* The spine of the tree tests (E9): the test, behind switch port SP_PORT. */
+#define SP_PORT 7
+static struct tf_end SP;
+
+/*
+ * Session (t, s) of n members H[first..first+n-1], pool `slots`, E elems;
+ * their ranks 0..n-1, or first..first+n-1 (first_rank) when ranked; with
+ * up_rank >= 0 a leaf whose uplink is SP, that rank.
+ */
+static void
+session_hosts(unsigned int t, unsigned int s, unsigned int first, unsigned int n,
+	      unsigned int slots, unsigned int elems, int up_rank, bool ranked)
+{
+	char buf[4096];
+	unsigned int r0 = ranked ? first : 0;
+	int k = snprintf(buf, sizeof(buf),
+			 "{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":%u,"
+			 "\"slots\":%u,\"elems_per_packet\":%u,",
+			 t, s, n, slots, elems);
+
+	if (ranked)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k, "\"first_rank\":%u,", r0);
+	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "\"members\":[");
+	for (unsigned int r = 0; r < n; r++)
+		k +=
+		    snprintf(buf + k, sizeof(buf) - (size_t)k,
+			     "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
+			     "\"port\":%u}",
+			     r ? "," : "", r0 + r, first + r + 1, first + r + 1, 40000 + first + r);
+	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "]");
+	if (up_rank >= 0)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
+			      ",\"uplink\":{\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\","
+			      "\"rank\":%d,\"switch_port\":%u}",
+			      up_rank, SP_PORT);
+	snprintf(buf + k, sizeof(buf) - (size_t)k, "}}");
+	ctl_ok(buf);
+}
+
 /* Session (t, s) with members H[0..n-1]. */
 static void
 session(unsigned int t, unsigned int s, unsigned int n, unsigned int slots, unsigned int elems)
 {
-	char buf[4096];
-	int k = snprintf(buf, sizeof(buf),
-			 "{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":%u,"
-			 "\"slots\":%u,\"elems_per_packet\":%u,\"members\":[",
-			 t, s, n, slots, elems);
-
-	for (unsigned int r = 0; r < n; r++)
-		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
-			      "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
-			      "\"port\":%u}",
-			      r ? "," : "", r, r + 1, r + 1, 40000 + r);
-	snprintf(buf + k, sizeof(buf) - (size_t)k, "]}}");
-	ctl_ok(buf);
+	session_hosts(t, s, 0, n, slots, elems, -1, false);
 }
 
 static void
@@ -1352,42 +1379,6 @@ t_b16_handoff(void **state)
 
 /* ---- a leaf and its spine (docs/PROTOCOL.md E9) ---- */
 
-/* The spine of the tree tests: the test, behind switch port SP_PORT. */
-#define SP_PORT 7
-static struct tf_end SP;
-
-/*
- * Session (t, s) of n members H[first..first+n-1], pool 8, E elems; their
- * ranks 0..n-1, or first..first+n-1 (first_rank) with ranked; with up_rank
- * >= 0 a leaf whose uplink is SP, that rank.
- */
-static void
-session_hosts(unsigned int t, unsigned int s, unsigned int first, unsigned int n,
-	      unsigned int elems, int up_rank, bool ranked)
-{
-	char buf[4096];
-	unsigned int r0 = ranked ? first : 0;
-	int k = snprintf(buf, sizeof(buf),
-			 "{\"cmd\":\"session.add\",\"args\":{\"tenant\":%u,\"session\":%u,\"n\":%u,"
-			 "\"slots\":8,\"elems_per_packet\":%u,\"first_rank\":%u,\"members\":[",
-			 t, s, n, elems, r0);
-
-	for (unsigned int r = 0; r < n; r++)
-		k +=
-		    snprintf(buf + k, sizeof(buf) - (size_t)k,
-			     "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
-			     "\"port\":%u}",
-			     r ? "," : "", r0 + r, first + r + 1, first + r + 1, 40000 + first + r);
-	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "]");
-	if (up_rank >= 0)
-		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
-			      ",\"uplink\":{\"ip\":\"10.0.0.200\",\"mac\":\"02:00:00:00:00:c8\","
-			      "\"rank\":%d,\"switch_port\":%u}",
-			      up_rank, SP_PORT);
-	snprintf(buf + k, sizeof(buf) - (size_t)k, "}}");
-	ctl_ok(buf);
-}
-
 /* A CAIS message of type/dtype about chunk c, from src on port, rank, plen bytes of payload. */
 static void
 send_msg(const struct chunk *c, uint16_t port, const struct tf_end *src, uint8_t type, uint8_t rank,
@@ -1484,7 +1475,7 @@ t_uplink(void **state)
 	uint64_t v[5];
 
 	(void)state;
-	session_hosts(2, 70, 0, 4, 64, 1, false);
+	session_hosts(2, 70, 0, 4, 8, 64, 1, false);
 	tensor(2, 70, 1, "sum");
 	for (unsigned int r = 0; r < 4; r++) {
 		expect_nothing();
@@ -1650,10 +1641,10 @@ t_tree_bits(void **state)
 	unsigned int seq = 100;
 
 	(void)state;
-	session_hosts(2, 72, 0, 6, 64, -1, false); /* the one switch */
-	session_hosts(2, 73, 0, 3, 64, 0, true);   /* leaf A: ranks 0..2 */
-	session_hosts(2, 74, 3, 3, 64, 1, true);   /* leaf B: ranks 3..5 (first_rank 3) */
-	session_hosts(2, 75, 6, 2, 64, -1, false); /* the spine: "leaves" H6, H7 */
+	session_hosts(2, 72, 0, 6, 8, 64, -1, false); /* the one switch */
+	session_hosts(2, 73, 0, 3, 8, 64, 0, true);   /* leaf A: ranks 0..2 */
+	session_hosts(2, 74, 3, 3, 8, 64, 1, true);   /* leaf B: ranks 3..5 (first_rank 3) */
+	session_hosts(2, 75, 6, 2, 8, 64, -1, false); /* the spine: "leaves" H6, H7 */
 	for (unsigned int w = 0; w < 2; w++)
 		for (unsigned int o = 0; o < 4; o++)
 			for (unsigned int ss = 72; ss <= 75; ss++)
