@@ -87,12 +87,17 @@ str_to_addr(const char *s, struct sockaddr_in *a)
 	return s && cmn_parse_addr(s, CAIS_UDP_PORT, a) == 0 ? 0 : -EPROTO;
 }
 
-/* The ready job.status reply into a configuration. */
+/*
+ * The ready job.status reply into a configuration. The switch this rank
+ * sends to (docs/PROTOCOL.md E10): its member's "switch" (a tree's leaf),
+ * else "stripes" (stripes[], AG_MAX_FLOWS entries), else "switch".
+ */
 static int
-config_from_status(const json_t *st, struct cais_config *cfg, struct sockaddr_in **peers_out,
-		   bool *offload)
+config_from_status(const json_t *st, struct cais_config *cfg, struct sockaddr_in *stripes,
+		   struct sockaddr_in **peers_out, bool *offload)
 {
 	const json_t *members = json_object_get(st, "members"), *m;
+	const json_t *sl = json_object_get(st, "stripes");
 	struct sockaddr_in *peers;
 	size_t i;
 
@@ -103,8 +108,17 @@ config_from_status(const json_t *st, struct cais_config *cfg, struct sockaddr_in
 		return -EPROTO;
 	cfg->tenant = (uint16_t)json_integer_value(json_object_get(st, "tenant"));
 	cfg->session = (uint16_t)json_integer_value(json_object_get(st, "session"));
-	cfg->stripes = NULL; /* the manager names one switch */
+	cfg->stripes = NULL;
 	cfg->nstripes = 0;
+	if (sl && (!json_is_array(sl) || json_array_size(sl) > AG_MAX_FLOWS))
+		return -EPROTO;
+	for (i = 0; i < json_array_size(sl); i++)
+		if (str_to_addr(json_string_value(json_array_get(sl, i)), &stripes[i]))
+			return -EPROTO;
+	if (json_array_size(sl) > 1) {
+		cfg->stripes = stripes;
+		cfg->nstripes = (unsigned int)json_array_size(sl);
+	}
 	if (json_is_integer(json_object_get(st, "slots")))
 		cfg->slots = (uint32_t)json_integer_value(json_object_get(st, "slots"));
 	if (json_is_integer(json_object_get(st, "elems_per_packet")))
@@ -127,6 +141,12 @@ config_from_status(const json_t *st, struct cais_config *cfg, struct sockaddr_in
 		}
 		peers[rank].sin_family = AF_INET;
 		peers[rank].sin_port = htons((uint16_t)port);
+		if ((unsigned int)rank == cfg->rank && json_object_get(m, "switch") &&
+		    str_to_addr(json_string_value(json_object_get(m, "switch")),
+				&cfg->switch_addr)) {
+			free(peers);
+			return -EPROTO;
+		}
 	}
 	*peers_out = peers;
 	return 0;
@@ -137,7 +157,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 {
 	struct ag_managed *m;
 	struct cais_config cfg;
-	struct sockaddr_in *peers = NULL;
+	struct sockaddr_in *peers = NULL, stripes[AG_MAX_FLOWS];
 	char mac[18], ip[INET_ADDRSTRLEN];
 	json_t *res = NULL, *args;
 	uint64_t deadline;
@@ -218,7 +238,7 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 		cais_config_init(&cfg);
 	cfg.rank = j->rank;
 	cfg.world = j->world;
-	rc = config_from_status(res, &cfg, &peers, &offload);
+	rc = config_from_status(res, &cfg, stripes, &peers, &offload);
 	json_decref(res);
 	if (rc) {
 		ag_managed_free(m);

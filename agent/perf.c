@@ -655,7 +655,8 @@ check_args(struct opts *o)
 		usage_error("--threads %u: 0, or a power of two up to --slots %u", o->threads,
 			    o->slots);
 	if (o->stripes && o->manager)
-		usage_error("--stripes: static mode only (the manager names one switch)");
+		usage_error("--stripes: static mode only (with --manager, the manager names the "
+			    "switches)");
 	if (o->n_stripes & (o->n_stripes - 1) || o->n_stripes > (o->threads ? o->threads : 1))
 		usage_error("--stripes: %u switches; a power of two, at most --threads (%u): "
 			    "every stripe needs a flow",

@@ -79,6 +79,7 @@ struct mgr_conf {
 	uint32_t history;	      /**< --history: steps kept per job (8) */
 	enum mgr_log_level log_level; /**< --log-level (info) */
 	char config[MGR_PATH_MAX];    /**< --config, "" for none */
+	char fabric[MGR_PATH_MAX];    /**< --fabric, "" for one switch (docs/PROTOCOL.md E10) */
 };
 
 struct mgr;
@@ -105,9 +106,11 @@ int mgr_conf_set(struct mgr_conf *conf, const char *name, const char *value, str
 void mgr_usage(FILE *out);
 
 /**
- * Open the store (created when absent) and load the switch's key.
- * @return 0; -EINVAL (no --agg, bad option values, a store that is not
- *         the manager's), -ENOENT/-EACCES (key file, store), -ENOMEM
+ * Open the store (created when absent), read the --fabric file and load
+ * the switches' keys.
+ * @return 0; -EINVAL (no --agg or --fabric, bad option values, a fabric
+ *         file refused, a store that is not the manager's), -ENOENT/-EACCES
+ *         (key files, fabric file, store), -ENOMEM
  */
 int mgr_open(const struct mgr_conf *conf, struct mgr **out, struct ctl_err *err);
 
@@ -126,8 +129,8 @@ void mgr_close(struct mgr *m);
 int mgr_handle(void *m, const json_t *req, json_t *result, struct ctl_err *err);
 
 /**
- * The periodic work, due by now_ms (mgr_now_ms()'s clock): renew the
- * switch's lease every lease_ms / 3, poll stats.get every poll_ms, retry
+ * The periodic work, due by now_ms (mgr_now_ms()'s clock): renew every
+ * switch's lease every lease_ms / 3, poll their stats.get every poll_ms, retry
  * session.del of ended jobs the switch did not confirm and install jobs
  * whose ranks have all joined but that a restart interrupted.
  * @return milliseconds until the next thing is due

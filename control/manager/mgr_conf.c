@@ -36,6 +36,7 @@ enum {
 	OPT_HISTORY,
 	OPT_LOG_LEVEL,
 	OPT_CONFIG,
+	OPT_FABRIC,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +59,7 @@ static const struct option long_opts[] = {
     {"history", required_argument, NULL, OPT_HISTORY},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"config", required_argument, NULL, OPT_CONFIG},
+    {"fabric", required_argument, NULL, OPT_FABRIC},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -91,7 +93,7 @@ mgr_usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: cais-manager --agg A.B.C.D[:PORT] [options]\n"
+	    "Usage: cais-manager (--agg A.B.C.D[:PORT] | --fabric FILE) [options]\n"
 	    "\n"
 	    "The CAIS cluster's control daemon (docs/PROTOCOL.md E3): grants tenant and\n"
 	    "session ids from a store that survives restarts, installs jobs' sessions and\n"
@@ -107,6 +109,18 @@ mgr_usage(FILE *f)
 	    "                           without one, only a loopback --listen is allowed\n"
 	    "  --switch-ctl ADDR:PORT   the switch's control endpoint (default 127.0.0.1:%u)\n"
 	    "  --switch-key FILE        the key of the switch's endpoint\n"
+	    "  --fabric FILE            several switch servers instead of --agg, --switch-ctl\n"
+	    "                           and --switch-key (docs/PROTOCOL.md E10): a JSON\n"
+	    "                           object {\"mode\": \"tree\" | \"stripes\", \"spine\": "
+	    "NAME,\n"
+	    "                           \"switches\": [{\"name\", \"ctl\", \"agg\", \"mac\", "
+	    "\"key\",\n"
+	    "                           \"hosts\": [A.B.C.D[/LEN], ...], \"uplink_port\"}]}. A "
+	    "tree:\n"
+	    "                           each rank goes to the leaf that holds its host, the\n"
+	    "                           leaves' partial sums to the spine (E9); stripes: every\n"
+	    "                           switch holds the session, flow i sends to switch\n"
+	    "                           i mod m (E8)\n"
 	    "  --switch-timeout-ms N    wait at most N ms for each switch reply (default 500)\n"
 	    "  --db FILE                the SQLite store (default ./cais-manager.db; created\n"
 	    "                           when absent; one manager per store)\n"
@@ -146,9 +160,10 @@ mgr_usage(FILE *f)
 	    "           offloaded halves (down to 0); each step without congestion doubles it\n"
 	    "           (from at least 1) until every tensor is offloaded again.\n"
 	    "\n"
-	    "Switch restarts: at the manager's first poll, and whenever the switch's uptime\n"
-	    "goes down, a ready job whose session is missing from stats.get is installed\n"
-	    "again (its tensors too); if the switch now refuses it, the job offloads nothing.\n"
+	    "Switch restarts: at the manager's first poll, and whenever a switch's uptime\n"
+	    "goes down, a ready job whose session is missing from its stats.get is installed\n"
+	    "there again (its tensors too); if the switch now refuses it, the job offloads\n"
+	    "nothing. Every switch of a fabric has its lease, its poll and its admission.\n"
 	    "\n"
 	    "Ids: tenant ids (one per tenant name) and session ids (one per job) are 16-bit,\n"
 	    "granted from counters in the store and never granted twice, also after job.end\n"
@@ -283,6 +298,8 @@ set_opt(struct mgr_conf *c, int id, const char *name, const char *v, struct ctl_
 				"--log-level: '%.60s' is not error, warn, info or debug", v);
 	case OPT_CONFIG:
 		return parse_path(name, v, c->config, sizeof(c->config), err);
+	case OPT_FABRIC:
+		return parse_path(name, v, c->fabric, sizeof(c->fabric), err);
 	default:
 		return ctl_fail(err, EINVAL, "unknown option '--%.60s'", name);
 	}
@@ -386,8 +403,13 @@ mgr_conf_parse(struct mgr_conf *c, int argc, char **argv, FILE *out, struct ctl_
 		goto out;
 	for (int i = 0; i < n && !rc; i++)
 		rc = set_opt(c, given[i].id, given[i].name, given[i].value, err);
-	if (!rc && !c->has_agg)
-		rc = ctl_fail(err, EINVAL, "--agg A.B.C.D[:PORT] is required (see --help)");
+	if (!rc && !c->has_agg && !c->fabric[0])
+		rc = ctl_fail(err, EINVAL,
+			      "--agg A.B.C.D[:PORT] (or --fabric FILE) is required (see --help)");
+	if (!rc && c->has_agg && c->fabric[0])
+		rc = ctl_fail(err, EINVAL,
+			      "--agg and --fabric: one or the other (a fabric names each switch's "
+			      "aggregator)");
 out:
 	free(given);
 	return rc;

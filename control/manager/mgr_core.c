@@ -106,21 +106,67 @@ fail:
 
 /* ---- the switch side of a job ---- */
 
-static int
-tensor_add(struct mgr *m, const struct mgr_job *j, const struct mgr_tensor *t, struct ctl_err *err)
-{
-	json_t *args = json_pack("{s:i, s:i, s:I, s:s, s:f, s:s}", "tenant", j->tenant, "session",
-				 j->session, "tensor", (json_int_t)t->id, "op", cais_op_name(t->op),
-				 "scale", t->scale, "wire", cais_dtype_name(t->wire));
-	int rc = mgr_switch_call(m, "tensor.add", args, NULL, err);
+/* A job's members and its plan over the fabric. */
+struct job_layout {
+	struct mgr_member mb[CAIS_MAX_WORLD];
+	unsigned int n;
+	struct mgr_plan plan;
+};
 
-	/* the session is ours alone (ids are never reused): an entry there is ours too */
-	return rc == -EEXIST ? 0 : rc;
+/*
+ * Lay out j: 0; -EINVAL when the fabric cannot hold it (reason set);
+ * -EIO when the store failed.
+ */
+static int
+layout(struct mgr *m, const struct mgr_job *j, struct job_layout *l, char *reason, size_t cap)
+{
+	if (mgr_store_members(m->store, j->name, l->mb, CAIS_MAX_WORLD, &l->n)) {
+		snprintf(reason, cap, "the manager's store failed");
+		return -EIO;
+	}
+	return mgr_fabric_plan(&m->fabric, j, l->mb, l->n, &l->plan, reason, cap);
 }
 
-/* Install the job's tensors not on the switch yet; stops at a silent switch. */
+/* The switches that hold (or may hold) j's sessions: its plan's, else all of them. */
+static unsigned int
+job_switches(struct mgr *m, const struct mgr_job *j, uint8_t sw[MGR_MAX_SWITCHES])
+{
+	struct job_layout l;
+	char why[256];
+	unsigned int n = 0;
+
+	if (layout(m, j, &l, why, sizeof(why)) == 0) {
+		for (; n < l.plan.n; n++)
+			sw[n] = l.plan.part[n].sw;
+		return n;
+	}
+	for (; n < m->fabric.n; n++)
+		sw[n] = (uint8_t)n;
+	return n;
+}
+
+/* tensor.add on every switch of the plan (an entry there already is ours). */
+static int
+tensor_add(struct mgr *m, const struct mgr_job *j, const struct mgr_plan *p,
+	   const struct mgr_tensor *t, struct ctl_err *err)
+{
+	for (unsigned int k = 0; k < p->n; k++) {
+		json_t *args =
+		    json_pack("{s:i, s:i, s:I, s:s, s:f, s:s}", "tenant", j->tenant, "session",
+			      j->session, "tensor", (json_int_t)t->id, "op", cais_op_name(t->op),
+			      "scale", t->scale, "wire", cais_dtype_name(t->wire));
+		int rc = mgr_switch_call(m, p->part[k].sw, "tensor.add", args, NULL, err);
+
+		/* the session is ours alone (ids are never reused): an entry there is ours too */
+		if (rc && rc != -EEXIST)
+			return rc;
+	}
+	return 0;
+}
+
+/* Install the job's tensors not on its switches yet; stops at a silent switch. */
 static void
-install_tensors(struct mgr *m, const struct mgr_job *j)
+install_tensors(struct mgr *m, const struct mgr_job *j, const struct mgr_plan *p)
 {
 	struct mgr_tensor t[MGR_MAX_TENSORS];
 	struct ctl_err err;
@@ -133,7 +179,7 @@ install_tensors(struct mgr *m, const struct mgr_job *j)
 	for (i = 0; i < n && rc != -ETIMEDOUT; i++) {
 		if (t[i].installed)
 			continue;
-		rc = tensor_add(m, j, &t[i], &err);
+		rc = tensor_add(m, j, p, &t[i], &err);
 		if (rc == 0) {
 			t[i].installed = changed = true;
 		} else {
@@ -150,53 +196,73 @@ install_tensors(struct mgr *m, const struct mgr_job *j)
 		mgr_store_rollback(m->store);
 }
 
-static json_t *
-session_args(struct mgr *m, const struct mgr_job *j)
-{
-	struct mgr_member mb[CAIS_MAX_WORLD];
-	json_t *members = json_array();
-	unsigned int n;
-
-	if (mgr_store_members(m->store, j->name, mb, CAIS_MAX_WORLD, &n)) {
-		json_decref(members);
-		return NULL;
-	}
-	for (unsigned int i = 0; i < n; i++)
-		json_array_append_new(members,
-				      json_pack("{s:i, s:s, s:s, s:i, s:i}", "rank", mb[i].rank, "mac",
-						mb[i].mac, "ip", mb[i].ip, "port", mb[i].port, "ports",
-						mb[i].ports));
-	return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o}", "tenant", j->tenant, "session",
-			 j->session, "n", j->world, "slots", (int)j->slots, "elems_per_packet",
-			 j->elems, "priority", j->priority, "members", members);
-}
-
+/* session.del of j on every switch that may hold it; 0 once each confirmed. */
 static int
 session_del(struct mgr *m, struct mgr_job *j)
 {
-	struct ctl_err err;
-	json_t *args = json_pack("{s:i, s:i}", "tenant", j->tenant, "session", j->session);
-	int rc = mgr_switch_call(m, "session.del", args, NULL, &err);
+	uint8_t sw[MGR_MAX_SWITCHES];
+	unsigned int n = job_switches(m, j, sw);
+	int failed = 0;
 
-	if (rc && rc != -ENOENT) {
-		mgr_log(MGR_LOG_WARN, "job '%s': session.del %u/%u failed: %s: %s; retried later",
-			j->name, j->tenant, j->session, mgr_errname(rc), err.msg);
-		return rc;
+	for (unsigned int k = 0; k < n; k++) {
+		struct ctl_err err;
+		json_t *args = json_pack("{s:i, s:i}", "tenant", j->tenant, "session", j->session);
+		int rc = mgr_switch_call(m, sw[k], "session.del", args, NULL, &err);
+
+		if (rc && rc != -ENOENT) {
+			mgr_log(MGR_LOG_WARN,
+				"job '%s': session.del %u/%u on switch %s failed: %s: %s; retried "
+				"later",
+				j->name, j->tenant, j->session, m->sw[sw[k]].text, mgr_errname(rc),
+				err.msg);
+			failed = rc;
+		}
 	}
+	if (failed)
+		return failed;
 	j->on_switch = j->pending_del = false;
 	return 0;
 }
 
 /*
- * Every rank has joined: admission, session.add, tensor.add; the job is
- * then ready, with offload or without (and the reason).
+ * session.add of the plan's parts on their switches, in order (the spine
+ * last). @return 0, or the first refusal (reason set; *applied: a part
+ * that may be on a switch, to be removed)
+ */
+static int
+sessions_add(struct mgr *m, struct mgr_job *j, const struct job_layout *l, bool *applied)
+{
+	for (unsigned int k = 0; k < l->plan.n; k++) {
+		unsigned int sw = l->plan.part[k].sw;
+		json_t *args = mgr_plan_session(&m->fabric, &l->plan, k, j, l->mb, l->n);
+		struct ctl_err err;
+		int rc = args ? mgr_switch_call(m, sw, "session.add", args, NULL, &err) : -ENOMEM;
+
+		/* (EEXIST: session ids are never granted twice, so the entry is ours,
+		 * applied by a try whose reply was lost) */
+		if (rc && rc != -EEXIST) {
+			snprintf(j->reason, sizeof(j->reason),
+				 "switch %s refused session.add: %s: %.160s", m->sw[sw].text,
+				 rc == -ETIMEDOUT ? "unreachable" : mgr_errname(rc),
+				 args ? err.msg : "out of memory");
+			/* a silent switch may have applied it, and the parts before are there */
+			*applied = k > 0 || rc == -ETIMEDOUT;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Every rank has joined: the plan, admission on each of its switches,
+ * session.add, tensor.add; the job is then ready, with offload or without
+ * (and the reason).
  */
 static void
 install(struct mgr *m, struct mgr_job *j)
 {
-	struct ctl_err err;
-	bool cleaned = true;
-	json_t *args;
+	struct job_layout l;
+	bool cleaned = true, applied = false, admitted = true;
 	int rc;
 
 	j->reason[0] = '\0';
@@ -207,28 +273,21 @@ install(struct mgr *m, struct mgr_job *j)
 			j->pending_del = true;
 			cleaned = false;
 			snprintf(j->reason, sizeof(j->reason),
-				 "switch %s unreachable (cleaning up an interrupted install)",
-				 m->switch_text);
+				 "a switch is unreachable (cleaning up an interrupted install)");
 		}
 	}
 	j->installing = true;
 	if (save_job(m, j))
 		return;
-	if (!cleaned || !mgr_admit(m, j->slots, j->reason, sizeof(j->reason))) {
-		j->on_switch = false;
-	} else if (!(args = session_args(m, j))) {
-		snprintf(j->reason, sizeof(j->reason), "the manager's store failed");
-	} else if ((rc = mgr_switch_call(m, "session.add", args, NULL, &err)) != 0 &&
-		   rc != -EEXIST) {
-		/* (EEXIST: session ids are never granted twice, so the entry is ours,
-		 * applied by a try whose reply was lost) */
-		snprintf(j->reason, sizeof(j->reason), "switch %s refused session.add: %s: %.180s",
-			 m->switch_text, rc == -ETIMEDOUT ? "unreachable" : mgr_errname(rc),
-			 err.msg);
-		/* a silent switch may have applied it: clean up once it answers */
-		j->pending_del = rc == -ETIMEDOUT;
-	} else {
-		j->on_switch = true;
+	j->on_switch = false;
+	rc = cleaned ? layout(m, j, &l, j->reason, sizeof(j->reason)) : -EAGAIN;
+	for (unsigned int k = 0; rc == 0 && k < l.plan.n && admitted; k++)
+		admitted = mgr_admit(m, l.plan.part[k].sw, j->slots, j->reason, sizeof(j->reason));
+	if (rc == 0 && admitted) {
+		rc = sessions_add(m, j, &l, &applied);
+		j->on_switch = rc == 0;
+		/* what went on before a refusal comes off (now, else at the next settle) */
+		j->pending_del = applied;
 	}
 	j->state = MGR_READY;
 	j->offload = j->on_switch;
@@ -237,23 +296,37 @@ install(struct mgr *m, struct mgr_job *j)
 	if (save_job(m, j))
 		return;
 	if (j->on_switch) {
-		install_tensors(m, j);
-		mgr_log(MGR_LOG_INFO, "job '%s' ready: session %u/%u on the switch, %u ranks",
-			j->name, j->tenant, j->session, j->world);
+		install_tensors(m, j, &l.plan);
+		if (m->fabric.mode == MGR_FABRIC_ONE)
+			mgr_log(MGR_LOG_INFO,
+				"job '%s' ready: session %u/%u on the switch, %u ranks", j->name,
+				j->tenant, j->session, j->world);
+		else
+			mgr_log(MGR_LOG_INFO,
+				"job '%s' ready: session %u/%u on %u switches (%s), %u ranks",
+				j->name, j->tenant, j->session, l.plan.n,
+				l.plan.part[l.plan.n - 1].role == MGR_ROLE_SPINE ? "a tree"
+				: l.plan.part[0].role == MGR_ROLE_STRIPE	 ? "stripes"
+										 : "one leaf",
+				j->world);
 	} else {
 		mgr_log(MGR_LOG_WARN, "job '%s' ready without offload (the ring only): %s", j->name,
 			j->reason);
+		if (applied && session_del(m, j) == 0)
+			save_job(m, j);
 	}
 }
 
 /*
- * Jobs that need the switch again: unconfirmed deletes, interrupted
+ * Jobs that need the switches again: unconfirmed deletes, interrupted
  * installs, and after a switch restart every job that was on it.
  */
 struct settle_todo {
 	char (*names)[MGR_NAME_BYTES + 1];
 	unsigned int n, cap;
-	json_t *present; /**< the sessions of the last poll, when they are to be checked */
+	json_t *present[MGR_MAX_SWITCHES]; /**< the sessions of a switch's last poll, when
+					    *   they are to be checked */
+	bool any;			   /**< some switch is to be checked */
 };
 
 /* Is (tenant, session) in the sessions array of a stats.get? */
@@ -270,20 +343,13 @@ on_the_switch(const json_t *sessions, uint16_t tenant, uint16_t session)
 	return false;
 }
 
-static bool
-missing(const struct settle_todo *t, const struct mgr_job *job)
-{
-	return t->present && job->state == MGR_READY && job->on_switch &&
-	       !on_the_switch(t->present, job->tenant, job->session);
-}
-
 static int
 settle_collect(void *arg, const struct mgr_job *job)
 {
 	struct settle_todo *t = arg;
 
 	if (!job->pending_del && !(job->state == MGR_WAITING && job->joined == job->world) &&
-	    !missing(t, job))
+	    !(t->any && job->state == MGR_READY && job->on_switch))
 		return 0;
 	if (t->n == t->cap) {
 		unsigned int cap = t->cap ? 2 * t->cap : 16;
@@ -298,29 +364,43 @@ settle_collect(void *arg, const struct mgr_job *job)
 	return 0;
 }
 
-/* The job's session is not on the switch (it restarted): the session and tensors again. */
+/*
+ * The job's session is not on switch sw (it restarted): its parts there
+ * and the tensors again. @return 0, -ETIMEDOUT (retried at the next
+ * poll), -EIO
+ */
 static int
-reinstall(struct mgr *m, struct mgr_job *j)
+reinstall(struct mgr *m, struct mgr_job *j, const struct job_layout *l, unsigned int sw)
 {
 	struct mgr_tensor t[MGR_MAX_TENSORS];
 	struct ctl_err err;
-	json_t *args = session_args(m, j);
 	unsigned int n;
-	int rc;
+	int rc = 0;
 
-	if (!args)
-		return -EIO;
-	rc = mgr_switch_call(m, "session.add", args, NULL, &err);
+	for (unsigned int k = 0; k < l->plan.n && !rc; k++) {
+		json_t *args;
+
+		if (l->plan.part[k].sw != sw)
+			continue;
+		if (!(args = mgr_plan_session(&m->fabric, &l->plan, k, j, l->mb, l->n)))
+			return -EIO;
+		rc = mgr_switch_call(m, sw, "session.add", args, NULL, &err);
+	}
 	if (rc == -ETIMEDOUT)
-		return rc; /* retried at the next round */
+		return rc;
 	if (rc && rc != -EEXIST) {
 		/* refused for good: the job's steps offload nothing from now on */
 		snprintf(j->reason, sizeof(j->reason),
 			 "switch %s lost the session and refused it again: %s: %.150s",
-			 m->switch_text, mgr_errname(rc), err.msg);
+			 m->sw[sw].text, mgr_errname(rc), err.msg);
 		mgr_log(MGR_LOG_WARN, "job '%s': %s", j->name, j->reason);
 		j->on_switch = j->offload = false;
-		return save_job(m, j) ? -EIO : 0;
+		j->pending_del = true; /* the other switches' parts come off */
+		if (save_job(m, j))
+			return -EIO;
+		if (session_del(m, j) == 0 && save_job(m, j))
+			return -EIO;
+		return 0;
 	}
 	if (mgr_store_tensors(m->store, j->name, t, MGR_MAX_TENSORS, &n) ||
 	    mgr_store_begin(m->store))
@@ -333,35 +413,59 @@ reinstall(struct mgr *m, struct mgr_job *j)
 		mgr_store_rollback(m->store);
 		return -EIO;
 	}
-	install_tensors(m, j);
-	mgr_log(MGR_LOG_INFO, "job '%s': session %u/%u was not on the switch: installed again",
-		j->name, j->tenant, j->session);
+	install_tensors(m, j, &l->plan);
+	mgr_log(MGR_LOG_INFO, "job '%s': session %u/%u was not on switch %s: installed again",
+		j->name, j->tenant, j->session, m->sw[sw].text);
 	return 0;
+}
+
+/* A ready job on its switches: put back what a switch's restart lost. */
+static void
+settle_present(struct mgr *m, struct settle_todo *todo, struct mgr_job *j, bool *again)
+{
+	struct job_layout l;
+	char why[256];
+
+	if (layout(m, j, &l, why, sizeof(why)))
+		return; /* not laid out now (a fabric changed under it): left as it is */
+	for (unsigned int k = 0; k < l.plan.n && j->on_switch; k++) {
+		unsigned int sw = l.plan.part[k].sw;
+
+		if (todo->present[sw] && !on_the_switch(todo->present[sw], j->tenant, j->session))
+			again[sw] |= reinstall(m, j, &l, sw) != 0;
+	}
 }
 
 /*
  * The store side of mgr_tick(), under the manager's lock: remove the
- * sessions of ended jobs the switch did not confirm, install jobs whose
+ * sessions of ended jobs the switches did not confirm, install jobs whose
  * ranks have all joined, and put back what a switch restart lost.
  */
 static void
 settle(struct mgr *m)
 {
 	struct settle_todo todo = {.n = 0};
+	bool again[MGR_MAX_SWITCHES] = {false};
 	struct mgr_job j;
-	bool again;
+	bool failed;
 
 	pthread_mutex_lock(&m->st_lock);
-	if (m->sw.check && m->sw.reachable && m->sw.stats) {
-		todo.present = json_deep_copy(json_object_get(m->sw.stats, "sessions"));
-		if (!json_is_array(todo.present)) { /* not a switch that lists them */
-			json_decref(todo.present);
-			todo.present = NULL;
+	for (unsigned int k = 0; k < m->fabric.n; k++) {
+		struct mgr_switch_state *st = &m->sw[k].st;
+
+		if (st->check && st->reachable && st->stats) {
+			json_t *p = json_deep_copy(json_object_get(st->stats, "sessions"));
+
+			if (json_is_array(
+				p)) /* (a switch that does not list them is not checked) */
+				todo.present[k] = p, todo.any = true;
+			else
+				json_decref(p);
 		}
+		st->check = false;
 	}
-	m->sw.check = false;
 	pthread_mutex_unlock(&m->st_lock);
-	again = mgr_store_jobs(m->store, settle_collect, &todo) != 0 && todo.present;
+	failed = mgr_store_jobs(m->store, settle_collect, &todo) != 0;
 	for (unsigned int i = 0; i < todo.n; i++) {
 		if (mgr_store_job_get(m->store, todo.names[i], &j))
 			continue;
@@ -373,17 +477,19 @@ settle(struct mgr *m)
 			}
 		} else if (j.state == MGR_WAITING && j.joined == j.world) {
 			install(m, &j);
-		} else if (missing(&todo, &j)) {
-			again |= reinstall(m, &j) != 0;
+		} else if (j.state == MGR_READY && j.on_switch) {
+			settle_present(m, &todo, &j, again);
 		}
 	}
 	free(todo.names);
-	json_decref(todo.present);
-	if (again) { /* the next poll is checked again */
-		pthread_mutex_lock(&m->st_lock);
-		m->sw.check = true;
-		pthread_mutex_unlock(&m->st_lock);
+	pthread_mutex_lock(&m->st_lock);
+	for (unsigned int k = 0; k < m->fabric.n; k++) {
+		/* the next poll of a switch not fully settled is checked again */
+		if (todo.present[k] && (again[k] || failed))
+			m->sw[k].st.check = true;
+		json_decref(todo.present[k]);
 	}
+	pthread_mutex_unlock(&m->st_lock);
 }
 
 int64_t
@@ -524,12 +630,19 @@ cmd_job_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 	return 0;
 }
 
+/*
+ * The switches a ready job's agents send to: "switch" (the one switch, or
+ * the first of the plan), each member's "switch" in a tree, "stripes" in
+ * stripes (docs/PROTOCOL.md E10).
+ */
 static int
 status_result(struct mgr *m, const struct mgr_job *j, json_t *res, struct ctl_err *err)
 {
-	struct mgr_member mb[CAIS_MAX_WORLD];
+	struct job_layout l;
+	char why[256];
+	unsigned int first = 0;
 	json_t *members;
-	unsigned int n;
+	int rc;
 
 	json_object_set_new(res, "job", json_string(j->name));
 	json_object_set_new(res, "state", json_string(mgr_state_name(j->state)));
@@ -539,9 +652,23 @@ status_result(struct mgr *m, const struct mgr_job *j, json_t *res, struct ctl_er
 	json_object_set_new(res, "session", json_integer(j->session));
 	if (j->state != MGR_READY)
 		return 0;
-	if (mgr_store_members(m->store, j->name, mb, CAIS_MAX_WORLD, &n))
+	rc = layout(m, j, &l, why, sizeof(why));
+	if (rc == -EIO)
 		return store_fail(m, err);
-	json_object_set_new(res, "switch", json_string(m->agg_text));
+	if (rc == 0)
+		first = l.plan.part[0].sw;
+	json_object_set_new(res, "switch", json_string(m->sw[first].agg_text));
+	if (m->fabric.mode != MGR_FABRIC_ONE)
+		json_object_set_new(res, "fabric",
+				    json_string(mgr_fabric_mode_name(m->fabric.mode)));
+	if (rc == 0 && m->fabric.mode == MGR_FABRIC_STRIPES) {
+		json_t *stripes = json_array();
+
+		for (unsigned int k = 0; k < l.plan.n; k++)
+			json_array_append_new(stripes,
+					      json_string(m->sw[l.plan.part[k].sw].agg_text));
+		json_object_set_new(res, "stripes", stripes);
+	}
 	json_object_set_new(res, "slots", json_integer(j->slots));
 	json_object_set_new(res, "elems_per_packet", json_integer(j->elems));
 	json_object_set_new(res, "priority", json_integer(j->priority));
@@ -549,12 +676,18 @@ status_result(struct mgr *m, const struct mgr_job *j, json_t *res, struct ctl_er
 	json_object_set_new(res, "offload", json_boolean(j->offload));
 	if (!j->offload)
 		json_object_set_new(res, "reason", json_string(j->reason));
-	json_object_set_new(res, "lcores", json_integer(mgr_switch_lcores(m)));
+	json_object_set_new(res, "lcores", json_integer(mgr_switch_lcores(m, first)));
 	members = json_array();
-	for (unsigned int i = 0; i < n; i++)
-		json_array_append_new(members, json_pack("{s:i, s:s, s:i, s:i}", "rank", mb[i].rank,
-							 "ip", mb[i].ip, "port", mb[i].port,
-							 "ports", mb[i].ports));
+	for (unsigned int i = 0; i < l.n; i++) {
+		const struct mgr_member *mb = &l.mb[i];
+		json_t *e = json_pack("{s:i, s:s, s:i, s:i}", "rank", mb->rank, "ip", mb->ip,
+				      "port", mb->port, "ports", mb->ports);
+
+		if (rc == 0 && m->fabric.mode == MGR_FABRIC_TREE)
+			json_object_set_new(
+			    e, "switch", json_string(m->sw[l.plan.sw_of_rank[mb->rank]].agg_text));
+		json_array_append_new(members, e);
+	}
 	json_object_set_new(res, "members", members);
 	return 0;
 }
@@ -730,7 +863,14 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 		cur = &x;
 	}
 	if (j.on_switch && !cur->installed) {
-		rc = tensor_add(m, &j, cur, &serr);
+		struct job_layout l;
+		char why[256];
+
+		rc = layout(m, &j, &l, why, sizeof(why));
+		if (rc == -EIO)
+			return store_fail(m, err);
+		rc = rc ? ctl_fail(&serr, EINVAL, "%s", why)
+			: tensor_add(m, &j, &l.plan, cur, &serr);
 		if (rc == 0) {
 			cur->installed = true;
 			if (mgr_store_begin(m->store) ||
@@ -1140,39 +1280,64 @@ int
 mgr_open(const struct mgr_conf *conf, struct mgr **out, struct ctl_err *err)
 {
 	struct mgr *m;
-	char ip[INET_ADDRSTRLEN];
 	int rc;
 
 	*out = NULL;
 	mgr_log_set_level(conf->log_level);
-	if (!conf->has_agg)
+	if (!conf->has_agg && !conf->fabric[0])
 		return ctl_fail(err, EINVAL,
 				"--agg A.B.C.D[:PORT] is required (the aggregator "
-				"address agents send to)");
+				"address agents send to), or --fabric FILE");
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return ctl_fail(err, ENOMEM, "out of memory");
 	m->conf = *conf;
-	if (conf->switch_key_file[0] &&
-	    (rc = ctl_key_load(conf->switch_key_file, &m->switch_key)) != 0) {
-		rc = ctl_fail(err, rc, "--switch-key %s: %s", conf->switch_key_file,
-			      rc == -EINVAL ? "empty or larger than 4096 bytes" : strerror(-rc));
-		free(m);
-		return rc;
+	if (conf->fabric[0]) {
+		if ((rc = mgr_fabric_load(conf->fabric, &m->fabric, err))) {
+			free(m);
+			return rc;
+		}
+	} else {
+		mgr_fabric_one(&m->fabric, conf);
+	}
+	if (m->fabric.mode == MGR_FABRIC_TREE && m->conf.default_elems > CAIS_UPLINK_MAX_ELEMS) {
+		/* what a session over several leaves carries (E9) */
+		m->conf.default_elems = CAIS_UPLINK_MAX_ELEMS;
+		mgr_log(MGR_LOG_INFO, "a tree: jobs' elems_per_packet default to %u",
+			CAIS_UPLINK_MAX_ELEMS);
+	}
+	for (unsigned int k = 0; k < m->fabric.n; k++) {
+		const struct mgr_fabric_switch *f = &m->fabric.sw[k];
+		struct mgr_sw *sw = &m->sw[k];
+		char ctl[CMN_ADDR_TEXT];
+
+		if (f->key_file[0] && (rc = ctl_key_load(f->key_file, &sw->key)) != 0) {
+			rc = ctl_fail(
+			    err, rc, "%s %s: %s",
+			    conf->fabric[0] ? "a switch's key" : "--switch-key", f->key_file,
+			    rc == -EINVAL ? "empty or larger than 4096 bytes" : strerror(-rc));
+			free(m);
+			return rc;
+		}
+		cmn_format_addr(&f->ctl, ctl, sizeof(ctl));
+		if (m->fabric.mode == MGR_FABRIC_ONE)
+			snprintf(sw->text, sizeof(sw->text), "%s", ctl);
+		else
+			snprintf(sw->text, sizeof(sw->text), "%s (%s)", f->name, ctl);
+		cmn_format_addr(&f->agg, sw->agg_text, sizeof(sw->agg_text));
 	}
 	if ((rc = mgr_store_open(conf->db, &m->store, err))) {
 		free(m);
 		return rc;
 	}
-	inet_ntop(AF_INET, &conf->agg.sin_addr, ip, sizeof(ip));
-	snprintf(m->agg_text, sizeof(m->agg_text), "%s:%u", ip, ntohs(conf->agg.sin_port));
-	inet_ntop(AF_INET, &conf->switch_ctl.sin_addr, ip, sizeof(ip));
-	snprintf(m->switch_text, sizeof(m->switch_text), "%s:%u", ip,
-		 ntohs(conf->switch_ctl.sin_port));
+	for (unsigned int k = 0; k < m->fabric.n; k++)
+		pthread_mutex_init(&m->sw[k].call_lock, NULL);
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_mutex_init(&m->sw_lock, NULL);
 	pthread_mutex_init(&m->st_lock, NULL);
 	m->start_ms = mgr_now_ms();
+	if (m->fabric.mode != MGR_FABRIC_ONE)
+		mgr_log(MGR_LOG_INFO, "fabric %s: %s of %u switches", conf->fabric,
+			mgr_fabric_mode_name(m->fabric.mode), m->fabric.n);
 	*out = m;
 	return 0;
 }
@@ -1183,9 +1348,11 @@ mgr_close(struct mgr *m)
 	if (!m)
 		return;
 	mgr_store_close(m->store);
-	json_decref(m->sw.stats);
+	for (unsigned int k = 0; k < m->fabric.n; k++) {
+		json_decref(m->sw[k].st.stats);
+		pthread_mutex_destroy(&m->sw[k].call_lock);
+	}
 	pthread_mutex_destroy(&m->lock);
-	pthread_mutex_destroy(&m->sw_lock);
 	pthread_mutex_destroy(&m->st_lock);
 	free(m);
 }

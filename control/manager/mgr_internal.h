@@ -2,7 +2,8 @@
 /**
  * @file
  * What the manager's modules share: struct mgr, and the switch side
- * (mgr_switch.c) used by the commands and the tick (mgr_core.c).
+ * (mgr_switch.c) used by the commands and the tick (mgr_core.c). Every
+ * switch function takes k, the switch's index in the fabric.
  */
 #ifndef MGR_INTERNAL_H
 #define MGR_INTERNAL_H
@@ -11,10 +12,12 @@
 #include <pthread.h>
 
 #include "ctl_auth.h"
+#include "cmn_addr.h"
 #include "mgr.h"
+#include "mgr_fabric.h"
 #include "mgr_store.h"
 
-/** The switch as last seen: lease renewals and the last stats.get. */
+/** A switch as last seen: lease renewals and the last stats.get. */
 struct mgr_switch_state {
 	json_t *stats;	      /**< the last stats.get result, NULL before one */
 	int64_t polled_ms;    /**< when (mgr_now_ms) */
@@ -32,17 +35,23 @@ struct mgr_switch_state {
 	bool started; /**< the first tick has run */
 };
 
+/** One switch server of the fabric. */
+struct mgr_sw {
+	struct ctl_key key;
+	char text[64];		      /**< "A.B.C.D:port", or "NAME (A.B.C.D:port)" in a fabric */
+	char agg_text[CMN_ADDR_TEXT]; /**< its aggregator, "A.B.C.D:port" */
+	pthread_mutex_t call_lock;    /**< one call to it at a time (ts order) */
+	struct mgr_switch_state st;   /**< under the manager's st_lock */
+};
+
 struct mgr {
 	struct mgr_conf conf;
-	struct ctl_key switch_key;
+	struct mgr_fabric fabric;
+	struct mgr_sw sw[MGR_MAX_SWITCHES]; /**< fabric.n of them, in the fabric's order */
 	struct mgr_store *store;
-	char agg_text[24];    /**< "A.B.C.D:port" of --agg */
-	char switch_text[24]; /**< "A.B.C.D:port" of --switch-ctl */
 	int64_t start_ms;
 	pthread_mutex_t lock;	 /**< the store and the jobs: one request at a time */
-	pthread_mutex_t sw_lock; /**< one call to the switch at a time (ts order) */
-	pthread_mutex_t st_lock; /**< sw */
-	struct mgr_switch_state sw;
+	pthread_mutex_t st_lock; /**< every sw[].st */
 	int64_t next_settle_ms; /**< mgr_tick()'s own: when the store is settled next */
 };
 
@@ -65,7 +74,7 @@ mgr_errname(int code)
  * @param result NULL, or the reply's result (a new reference)
  * @return 0 or -code (ETIMEDOUT when the switch is silent)
  */
-int mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **result,
+int mgr_switch_call(struct mgr *m, unsigned int k, const char *cmd, json_t *args, json_t **result,
 		    struct ctl_err *err);
 
 /**
@@ -74,19 +83,20 @@ int mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **resul
  * @return true when a session of `slots` slots may go on the switch; else
  *         false with the reason
  */
-bool mgr_admit(struct mgr *m, uint32_t slots, char *reason, size_t cap);
+bool mgr_admit(struct mgr *m, unsigned int k, uint32_t slots, char *reason, size_t cap);
 
-/** The switch.status result. */
+/** The switch.status result: the one switch, or each of the fabric's. */
 void mgr_switch_status(struct mgr *m, json_t *result);
 
 /**
  * The switch's data lcores, from its last stats.get (docs/PROTOCOL.md E7:
  * its slots s belong to lcore s mod lcores); 1 before any answer.
  */
-unsigned int mgr_switch_lcores(struct mgr *m);
+unsigned int mgr_switch_lcores(struct mgr *m, unsigned int k);
 
 /**
- * Lease and poll when due: mgr_tick()'s part that needs no store.
+ * Lease and poll every switch when due: mgr_tick()'s part that needs no
+ * store.
  * @param next_ms set to when the next lease or poll is due
  */
 void mgr_switch_tick(struct mgr *m, int64_t now_ms, int64_t *next_ms);

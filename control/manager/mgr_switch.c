@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The manager's side of the switch: every call goes through
- * mgr_switch_call() (one at a time), the lease is renewed every lease/3 and
- * stats.get polled every poll period, from mgr_switch_tick(); admission
- * reads the last poll. It knows nothing of the store: mgr_core.c calls
- * down into it, never the other way.
+ * The manager's side of the switches: every call goes through
+ * mgr_switch_call() (one at a time per switch), each switch's lease is
+ * renewed every lease/3 and its stats.get polled every poll period, from
+ * mgr_switch_tick(); admission reads the last poll. It knows nothing of the
+ * store: mgr_core.c calls down into it, never the other way.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,32 +27,33 @@ mgr_now_ms(void)
 
 /* One request to the switch, a paged list (pages: its field) followed to its end. */
 static int
-call_once(struct mgr *m, const char *cmd, const char *pages, json_t *args, json_t **res,
-	  struct ctl_err *err)
+call_once(struct mgr *m, unsigned int k, const char *cmd, const char *pages, json_t *args,
+	  json_t **res, struct ctl_err *err)
 {
+	const struct sockaddr_in *to = &m->fabric.sw[k].ctl;
 	int timeout = (int)m->conf.switch_timeout_ms;
 
-	return pages ? ctl_call_pages(&m->conf.switch_ctl, &m->switch_key, cmd, args, pages,
-				      timeout, res, err)
-		     : ctl_call(&m->conf.switch_ctl, &m->switch_key, cmd, args, timeout, res, err);
+	return pages ? ctl_call_pages(to, &m->sw[k].key, cmd, args, pages, timeout, res, err)
+		     : ctl_call(to, &m->sw[k].key, cmd, args, timeout, res, err);
 }
 
 int
-mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **result, struct ctl_err *err)
+mgr_switch_call(struct mgr *m, unsigned int k, const char *cmd, json_t *args, json_t **result,
+		struct ctl_err *err)
 {
 	/* stats.get pages its sessions (docs/PROTOCOL.md E5): the manager needs them all */
 	const char *pages = strcmp(cmd, "stats.get") == 0 ? "sessions" : NULL;
 	json_t *res = NULL;
 	int rc;
 
-	pthread_mutex_lock(&m->sw_lock);
-	rc = call_once(m, cmd, pages, args, &res, err);
+	pthread_mutex_lock(&m->sw[k].call_lock);
+	rc = call_once(m, k, cmd, pages, args, &res, err);
 	/* EPERM: refused before dispatch (another client's newer ts): harmless to repeat */
 	if (rc == -EPERM)
-		rc = call_once(m, cmd, pages, args, &res, err);
-	pthread_mutex_unlock(&m->sw_lock);
+		rc = call_once(m, k, cmd, pages, args, &res, err);
+	pthread_mutex_unlock(&m->sw[k].call_lock);
 	json_decref(args);
-	mgr_log(rc ? MGR_LOG_INFO : MGR_LOG_DEBUG, "switch %s: %s%s%s", cmd,
+	mgr_log(rc ? MGR_LOG_INFO : MGR_LOG_DEBUG, "switch %s %s: %s%s%s", m->sw[k].text, cmd,
 		rc ? mgr_errname(rc) : "ok", rc ? ": " : "", rc ? err->msg : "");
 	if (result)
 		*result = res;
@@ -63,111 +64,123 @@ mgr_switch_call(struct mgr *m, const char *cmd, json_t *args, json_t **result, s
 
 /* stats.get now; the result replaces the last one. */
 static int
-poll_stats(struct mgr *m, int64_t now)
+poll_stats(struct mgr *m, unsigned int k, int64_t now)
 {
+	struct mgr_switch_state *st = &m->sw[k].st;
 	struct ctl_err err;
 	json_t *res;
-	int rc = mgr_switch_call(m, "stats.get", NULL, &res, &err);
+	int rc = mgr_switch_call(m, k, "stats.get", NULL, &res, &err);
 	bool was, restarted = false;
 
 	pthread_mutex_lock(&m->st_lock);
-	was = m->sw.reachable || !m->sw.polled_ms;
-	m->sw.polled_ms = now ? now : 1;
-	m->sw.reachable = rc == 0;
+	was = st->reachable || !st->polled_ms;
+	st->polled_ms = now ? now : 1;
+	st->reachable = rc == 0;
 	if (rc == 0) {
 		const json_t *up = json_object_get(res, "uptime_s");
 
 		/* a switch that restarted has lost every table the manager installed */
 		if (json_is_number(up)) {
-			restarted = json_number_value(up) < m->sw.uptime_s;
-			m->sw.uptime_s = json_number_value(up);
+			restarted = json_number_value(up) < st->uptime_s;
+			st->uptime_s = json_number_value(up);
 		}
-		m->sw.check |= restarted || !m->sw.checked;
-		m->sw.checked = true;
-		json_decref(m->sw.stats);
-		m->sw.stats = res;
-		m->sw.poll_error[0] = '\0';
+		st->check |= restarted || !st->checked;
+		st->checked = true;
+		json_decref(st->stats);
+		st->stats = res;
+		st->poll_error[0] = '\0';
 	} else {
-		snprintf(m->sw.poll_error, sizeof(m->sw.poll_error), "%s: %.200s", mgr_errname(rc),
+		snprintf(st->poll_error, sizeof(st->poll_error), "%s: %.200s", mgr_errname(rc),
 			 err.msg);
 	}
 	pthread_mutex_unlock(&m->st_lock);
 	if (rc && was)
-		mgr_log(MGR_LOG_WARN, "switch %s: stats.get failed: %s: %s", m->switch_text,
+		mgr_log(MGR_LOG_WARN, "switch %s: stats.get failed: %s: %s", m->sw[k].text,
 			mgr_errname(rc), err.msg);
 	else if (!rc && !was)
-		mgr_log(MGR_LOG_INFO, "switch %s answers stats.get again", m->switch_text);
+		mgr_log(MGR_LOG_INFO, "switch %s answers stats.get again", m->sw[k].text);
 	if (restarted)
 		mgr_log(MGR_LOG_WARN,
 			"switch %s restarted: installing the ready jobs' sessions again",
-			m->switch_text);
+			m->sw[k].text);
 	return rc;
 }
 
 static void
-renew_lease(struct mgr *m, int64_t now)
+renew_lease(struct mgr *m, unsigned int k, int64_t now)
 {
+	struct mgr_switch_state *st = &m->sw[k].st;
 	struct ctl_err err;
 	json_t *args = json_pack("{s:I}", "ttl_ms", (json_int_t)m->conf.lease_ms);
-	int rc = mgr_switch_call(m, "lease", args, NULL, &err);
+	int rc = mgr_switch_call(m, k, "lease", args, NULL, &err);
 	unsigned int run;
 	bool first = false;
 
 	pthread_mutex_lock(&m->st_lock);
-	run = m->sw.lease_fail_run;
+	run = st->lease_fail_run;
 	if (rc == 0) {
-		first = m->sw.leases++ == 0;
-		m->sw.lease_ok_ms = now ? now : 1;
-		m->sw.lease_fail_run = 0;
+		first = st->leases++ == 0;
+		st->lease_ok_ms = now ? now : 1;
+		st->lease_fail_run = 0;
 	} else {
-		m->sw.lease_failures++;
-		m->sw.lease_fail_run++;
-		snprintf(m->sw.lease_error, sizeof(m->sw.lease_error), "%s: %.200s",
-			 mgr_errname(rc), err.msg);
+		st->lease_failures++;
+		st->lease_fail_run++;
+		snprintf(st->lease_error, sizeof(st->lease_error), "%s: %.200s", mgr_errname(rc),
+			 err.msg);
 	}
 	pthread_mutex_unlock(&m->st_lock);
 	if (rc)
 		mgr_log(MGR_LOG_WARN,
 			"switch %s: lease renewal failed (%u in a row): %s: %s; the switch goes "
 			"forward-only %u ms after the last renewal",
-			m->switch_text, run + 1, mgr_errname(rc), err.msg, m->conf.lease_ms);
+			m->sw[k].text, run + 1, mgr_errname(rc), err.msg, m->conf.lease_ms);
 	else if (run)
 		mgr_log(MGR_LOG_INFO, "switch %s: lease renewed again after %u failures",
-			m->switch_text, run);
+			m->sw[k].text, run);
 	else if (first)
 		mgr_log(MGR_LOG_INFO, "switch %s: lease held (ttl %u ms, renewed every %u ms)",
-			m->switch_text, m->conf.lease_ms, m->conf.lease_ms / 3);
+			m->sw[k].text, m->conf.lease_ms, m->conf.lease_ms / 3);
+}
+
+static void
+tick_one(struct mgr *m, unsigned int k, int64_t now, int64_t *next)
+{
+	struct mgr_switch_state *st = &m->sw[k].st;
+	int64_t lease_due, poll_due;
+
+	pthread_mutex_lock(&m->st_lock);
+	if (!st->started) {
+		st->started = true;
+		st->next_lease_ms = st->next_poll_ms = now;
+	}
+	lease_due = st->next_lease_ms;
+	poll_due = st->next_poll_ms;
+	pthread_mutex_unlock(&m->st_lock);
+
+	if (m->conf.lease_ms && now >= lease_due) {
+		renew_lease(m, k, now);
+		lease_due = now + m->conf.lease_ms / 3;
+	}
+	if (now >= poll_due) {
+		poll_stats(m, k, now);
+		poll_due = now + m->conf.poll_ms;
+	}
+	pthread_mutex_lock(&m->st_lock);
+	st->next_lease_ms = lease_due;
+	st->next_poll_ms = poll_due;
+	pthread_mutex_unlock(&m->st_lock);
+	if (poll_due < *next)
+		*next = poll_due;
+	if (m->conf.lease_ms && lease_due < *next)
+		*next = lease_due;
 }
 
 void
 mgr_switch_tick(struct mgr *m, int64_t now, int64_t *next)
 {
-	int64_t lease_due, poll_due;
-
-	pthread_mutex_lock(&m->st_lock);
-	if (!m->sw.started) {
-		m->sw.started = true;
-		m->sw.next_lease_ms = m->sw.next_poll_ms = now;
-	}
-	lease_due = m->sw.next_lease_ms;
-	poll_due = m->sw.next_poll_ms;
-	pthread_mutex_unlock(&m->st_lock);
-
-	if (m->conf.lease_ms && now >= lease_due) {
-		renew_lease(m, now);
-		lease_due = now + m->conf.lease_ms / 3;
-	}
-	if (now >= poll_due) {
-		poll_stats(m, now);
-		poll_due = now + m->conf.poll_ms;
-	}
-	pthread_mutex_lock(&m->st_lock);
-	m->sw.next_lease_ms = lease_due;
-	m->sw.next_poll_ms = poll_due;
-	pthread_mutex_unlock(&m->st_lock);
-	*next = poll_due;
-	if (m->conf.lease_ms && lease_due < *next)
-		*next = lease_due;
+	*next = INT64_MAX;
+	for (unsigned int k = 0; k < m->fabric.n; k++)
+		tick_one(m, k, now, next);
 }
 
 static bool
@@ -182,40 +195,42 @@ get_num(const json_t *o, const char *k, double *v)
 }
 
 bool
-mgr_admit(struct mgr *m, uint32_t slots, char *reason, size_t cap)
+mgr_admit(struct mgr *m, unsigned int k, uint32_t slots, char *reason, size_t cap)
 {
+	struct mgr_switch_state *sw = &m->sw[k].st;
 	double usage, used, capacity, depth;
 	bool fresh;
 	json_t *st;
 
 	pthread_mutex_lock(&m->st_lock);
-	fresh = m->sw.stats && m->sw.reachable;
+	fresh = sw->stats && sw->reachable;
 	pthread_mutex_unlock(&m->st_lock);
 	if (!fresh)
-		poll_stats(m, mgr_now_ms());
+		poll_stats(m, k, mgr_now_ms());
 	pthread_mutex_lock(&m->st_lock);
-	if (!m->sw.reachable || !m->sw.stats) {
-		snprintf(reason, cap, "switch %s unreachable: %s", m->switch_text,
-			 m->sw.poll_error);
+	if (!sw->reachable || !sw->stats) {
+		snprintf(reason, cap, "switch %s unreachable: %s", m->sw[k].text, sw->poll_error);
 		pthread_mutex_unlock(&m->st_lock);
 		return false;
 	}
-	st = m->sw.stats;
+	st = sw->stats;
 	if (get_num(st, "slot_usage", &usage) && usage > m->conf.max_slot_usage) {
-		snprintf(reason, cap, "admission: slot usage %.3f above the threshold %.3f", usage,
-			 m->conf.max_slot_usage);
+		snprintf(reason, cap,
+			 "admission: switch %s: slot usage %.3f above the threshold %.3f",
+			 m->sw[k].text, usage, m->conf.max_slot_usage);
 		goto refuse;
 	}
 	if (get_num(st, "slots_used", &used) && get_num(st, "slot_capacity", &capacity) &&
 	    used + slots > m->conf.max_slot_usage * capacity) {
 		snprintf(reason, cap,
-			 "admission: %.0f + %u slots would pass %.3f of the switch's %.0f", used,
-			 slots, m->conf.max_slot_usage, capacity);
+			 "admission: %.0f + %u slots would pass %.3f of switch %s's %.0f", used,
+			 slots, m->conf.max_slot_usage, m->sw[k].text, capacity);
 		goto refuse;
 	}
 	if (get_num(st, "queue_depth", &depth) && depth > m->conf.max_queue_depth) {
-		snprintf(reason, cap, "admission: queue depth %.0f above the threshold %u", depth,
-			 m->conf.max_queue_depth);
+		snprintf(reason, cap,
+			 "admission: switch %s: queue depth %.0f above the threshold %u",
+			 m->sw[k].text, depth, m->conf.max_queue_depth);
 		goto refuse;
 	}
 	pthread_mutex_unlock(&m->st_lock);
@@ -251,45 +266,81 @@ stats_page(const json_t *stats)
 	return out;
 }
 
-void
-mgr_switch_status(struct mgr *m, json_t *res)
+/* One switch's status; its stats whole (the one switch) or without the sessions (a fabric). */
+static void
+status_one(struct mgr *m, unsigned int k, bool sessions, json_t *res)
 {
+	const struct mgr_switch_state *st = &m->sw[k].st;
 	int64_t now = mgr_now_ms();
-	json_t *lease = json_object();
+	json_t *lease = json_object(), *stats = json_null();
+	char ctl[CMN_ADDR_TEXT];
 
 	pthread_mutex_lock(&m->st_lock);
-	json_object_set_new(res, "switch", json_string(m->switch_text));
-	json_object_set_new(res, "aggregator", json_string(m->agg_text));
-	json_object_set_new(res, "reachable", json_boolean(m->sw.reachable));
-	if (m->sw.polled_ms)
-		json_object_set_new(res, "polled_ms_ago", json_integer(now - m->sw.polled_ms));
-	if (!m->sw.reachable && m->sw.poll_error[0])
-		json_object_set_new(res, "error", json_string(m->sw.poll_error));
-	json_object_set_new(res, "stats", m->sw.stats ? stats_page(m->sw.stats) : json_null());
+	if (m->fabric.mode != MGR_FABRIC_ONE)
+		json_object_set_new(res, "name", json_string(m->fabric.sw[k].name));
+	json_object_set_new(res, "switch",
+			    json_string(cmn_format_addr(&m->fabric.sw[k].ctl, ctl, sizeof(ctl))));
+	json_object_set_new(res, "aggregator", json_string(m->sw[k].agg_text));
+	json_object_set_new(res, "reachable", json_boolean(st->reachable));
+	if (st->polled_ms)
+		json_object_set_new(res, "polled_ms_ago", json_integer(now - st->polled_ms));
+	if (!st->reachable && st->poll_error[0])
+		json_object_set_new(res, "error", json_string(st->poll_error));
+	if (st->stats && sessions) {
+		stats = stats_page(st->stats);
+	} else if (st->stats) {
+		stats = json_deep_copy(st->stats);
+		json_object_set_new(stats, "sessions",
+				    json_integer((json_int_t)json_array_size(
+					json_object_get(st->stats, "sessions"))));
+	}
+	json_object_set_new(res, "stats", stats);
 	json_object_set_new(lease, "ttl_ms", json_integer(m->conf.lease_ms));
 	json_object_set_new(lease, "renew_ms", json_integer(m->conf.lease_ms / 3));
 	json_object_set_new(lease, "held",
-			    json_boolean(m->conf.lease_ms && m->sw.lease_ok_ms &&
-					 now - m->sw.lease_ok_ms < (int64_t)m->conf.lease_ms));
-	if (m->sw.lease_ok_ms)
-		json_object_set_new(lease, "renewed_ms_ago", json_integer(now - m->sw.lease_ok_ms));
-	json_object_set_new(lease, "renewals", json_integer((json_int_t)m->sw.leases));
-	json_object_set_new(lease, "failures", json_integer((json_int_t)m->sw.lease_failures));
-	json_object_set_new(lease, "failing", json_integer(m->sw.lease_fail_run));
-	if (m->sw.lease_fail_run)
-		json_object_set_new(lease, "error", json_string(m->sw.lease_error));
+			    json_boolean(m->conf.lease_ms && st->lease_ok_ms &&
+					 now - st->lease_ok_ms < (int64_t)m->conf.lease_ms));
+	if (st->lease_ok_ms)
+		json_object_set_new(lease, "renewed_ms_ago", json_integer(now - st->lease_ok_ms));
+	json_object_set_new(lease, "renewals", json_integer((json_int_t)st->leases));
+	json_object_set_new(lease, "failures", json_integer((json_int_t)st->lease_failures));
+	json_object_set_new(lease, "failing", json_integer(st->lease_fail_run));
+	if (st->lease_fail_run)
+		json_object_set_new(lease, "error", json_string(st->lease_error));
 	pthread_mutex_unlock(&m->st_lock);
 	json_object_set_new(res, "lease", lease);
 }
 
+void
+mgr_switch_status(struct mgr *m, json_t *res)
+{
+	json_t *all;
+
+	if (m->fabric.mode == MGR_FABRIC_ONE) {
+		status_one(m, 0, true, res);
+		return;
+	}
+	all = json_array();
+	for (unsigned int k = 0; k < m->fabric.n; k++) {
+		json_t *one = json_object();
+
+		status_one(m, k, false, one);
+		json_array_append_new(all, one);
+	}
+	json_object_set_new(res, "fabric", json_string(mgr_fabric_mode_name(m->fabric.mode)));
+	if (m->fabric.mode == MGR_FABRIC_TREE)
+		json_object_set_new(res, "spine", json_string(m->fabric.sw[m->fabric.spine].name));
+	json_object_set_new(res, "switches", all);
+}
+
 unsigned int
-mgr_switch_lcores(struct mgr *m)
+mgr_switch_lcores(struct mgr *m, unsigned int k)
 {
 	json_int_t l = 0;
 
 	pthread_mutex_lock(&m->st_lock);
-	if (m->sw.stats)
-		l = json_integer_value(json_object_get(m->sw.stats, "lcores"));
+	if (m->sw[k].st.stats)
+		l = json_integer_value(json_object_get(m->sw[k].st.stats, "lcores"));
 	pthread_mutex_unlock(&m->st_lock);
 	return l > 0 ? (unsigned int)l : 1;
 }

@@ -8,11 +8,12 @@
 # and FAILED=0 FAILURES=() HOST_PIDS=(), and defines cb_rank_cmd (below).
 #
 #   cb_parse_args ARGS...   the scripts' command line: --switch/--perf/--ctl/
-#                           --testbed PATH (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL,
-#                           CAIS_TESTBED), --keep-logs, --bench with --bytes
+#                           --manager/--testbed PATH (or CAIS_SWITCH, CAIS_PERF,
+#                           CAIS_CTL, CAIS_MANAGER, CAIS_TESTBED), --keep-logs,
+#                           --bench with --bytes
 #                           LIST (BENCH_BYTES, the caller's default), --iters N,
 #                           --dtype; --help prints the script's head comment
-#   cb_need_testbed         skip (77) unless root, the tools, the three
+#   cb_need_testbed         skip (77) unless root, the tools, the four
 #                           programs and network namespaces are there
 #   cb_traps                on EXIT the caller's cleanup (which stops what it
 #                           started, then calls cb_finish); INT, TERM: exit 130, 143
@@ -34,12 +35,22 @@
 #                           size in LABEL's run (for join)
 #   cb_summary PROG         "all cases passed" and exit 0, or the failed cases
 #                           and exit 1
+#   cb_manager_start FABRIC cais-manager with that --fabric file, in the root
+#                           namespace on the testbed's management bridge
+#                           (CB_MGR, key WORK/manager.key, store WORK/manager.db,
+#                           log WORK/manager.log); waits (10 s at most) until it
+#                           holds every switch's lease; 1 if not. cb_finish
+#                           stops it
+#   cb_mctl ARGS...         cais-ctl to that manager
+#   cb_job_field EXPR       a Python expression of d, the manager's job.status of
+#                           job JOB, printed (nothing when it fails)
 
 # shellcheck disable=SC2034 # the settings are the caller's
 cb_parse_args() {
 	SWITCH=${CAIS_SWITCH:-$ROOT/build/dataplane/cais-switch}
 	PERF=${CAIS_PERF:-$ROOT/build/agent/cais-allreduce-perf}
 	CTL=${CAIS_CTL:-$ROOT/build/control/cais-ctl}
+	MANAGER=${CAIS_MANAGER:-$ROOT/build/control/manager/cais-manager}
 	TESTBED=${CAIS_TESTBED:-$ROOT/scripts/testbed.sh}
 	KEEP_LOGS=0 BENCH=0 BENCH_ITERS=10 BENCH_DTYPE=f32
 	while [ $# -gt 0 ]; do
@@ -47,6 +58,7 @@ cb_parse_args() {
 		--switch) SWITCH=$2; shift 2 ;;
 		--perf) PERF=$2; shift 2 ;;
 		--ctl) CTL=$2; shift 2 ;;
+		--manager) MANAGER=$2; shift 2 ;;
 		--testbed) TESTBED=$2; shift 2 ;;
 		--keep-logs) KEEP_LOGS=1; shift ;;
 		--bench) BENCH=1; shift ;;
@@ -70,6 +82,8 @@ cb_need_testbed() {
 	[ -x "$SWITCH" ] || cb_skip "no cais-switch at $SWITCH (is libdpdk installed? give --switch)"
 	[ -x "$PERF" ] || cb_skip "no cais-allreduce-perf at $PERF (give --perf)"
 	[ -x "$CTL" ] || cb_skip "no cais-ctl at $CTL (give --ctl)"
+	[ -x "$MANAGER" ] || cb_skip "no cais-manager at $MANAGER (give --manager)"
+	[ -x /usr/bin/python3 ] || cb_skip "no /usr/bin/python3 (the checks read JSON with it)"
 	ip netns list >/dev/null 2>&1 || cb_skip "network namespaces do not work here"
 }
 
@@ -80,6 +94,7 @@ cb_traps() {
 }
 
 cb_finish() {
+	cb_stop_pid "${CB_MGR_PID:-}"
 	bash "$TESTBED" down --name "$NAME" >/dev/null 2>&1 || true
 	if [ "$1" -eq 0 ] && [ "$FAILED" -eq 0 ] && [ "$KEEP_LOGS" -eq 0 ]; then
 		rm -rf "$WORK"
@@ -170,4 +185,37 @@ cb_summary() {
 	cb_say "$1: ${#FAILURES[@]} case(s) failed:"
 	printf '  - %s\n' "${FAILURES[@]}"
 	exit 1
+}
+
+cb_manager_start() {
+	CB_MGR="$TB_BRIDGE_IP:51735"
+	head -c 32 /dev/urandom >"$WORK/manager.key"
+	# the switches share two cores with the ranks: their queues run deep, which
+	# is no reason to refuse a job (admission) here
+	"$MANAGER" --fabric "$1" --listen "$CB_MGR" --key "$WORK/manager.key" \
+		--db "$WORK/manager.db" --lease-ms 3000 --poll-ms 500 --max-queue-depth 100000000 \
+		>"$WORK/manager.log" 2>&1 &
+	CB_MGR_PID=$!
+	for _ in $(seq 1 100); do
+		cb_mctl -j switch.status 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+sys.exit(0 if all(s["lease"]["renewals"] > 0 for s in json.load(sys.stdin)["switches"]) else 1)' \
+			2>/dev/null && return 0
+		if ! kill -0 "$CB_MGR_PID" 2>/dev/null; then
+			cb_say "cais-manager exited: $(tail -n 3 "$WORK/manager.log")"
+			return 1
+		fi
+		sleep 0.1
+	done
+	cb_say "cais-manager holds not every switch's lease within 10 s: $(tail -n 3 "$WORK/manager.log")"
+	return 1
+}
+
+cb_mctl() { "$CTL" -m "$CB_MGR" -k "$WORK/manager.key" -t 2000 "$@"; }
+
+cb_job_field() {
+	cb_mctl -j job.status job="$JOB" 2>/dev/null | /usr/bin/python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+print($1)" 2>/dev/null
 }

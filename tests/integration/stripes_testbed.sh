@@ -9,7 +9,8 @@
 # L2 switch would. Both hold the same session (ports 2 per member); flow 0
 # of every rank sends to A (even seqs), flow 1 to B (odd seqs).
 #
-#   stripes_testbed.sh [--switch PATH] [--perf PATH] [--ctl PATH] [--testbed PATH] [--keep-logs]
+#   stripes_testbed.sh [--switch PATH] [--perf PATH] [--ctl PATH] [--manager PATH]
+#                      [--testbed PATH] [--keep-logs]
 #                      [--bench [--bytes LIST] [--iters N] [--dtype f32|bf16]]
 #
 # --bench (bench/stripes.sh runs it so): instead of the cases, the same
@@ -19,7 +20,7 @@
 # ports and every switch shares the machine's cores, so this measures the
 # cost of the second server, not bandwidth that adds up.
 #
-# (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL, CAIS_TESTBED). Needs root; without it
+# (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL, CAIS_MANAGER, CAIS_TESTBED). Needs root; without it
 # exits 77 (meson's skip code). Cases, every element checked (--check):
 #   a. every dtype and op, 1 element to 4 MiB (and 100003 elements),
 #      FIXED32 and BLOCK16: in-network; each switch counted about half of
@@ -28,6 +29,12 @@
 #      to and from B's address): in-network
 #   c. B killed: the collectives go to the ring, every rank right; B
 #      started again (same config): in-network again
+#   d. the stripes set up by cais-manager (--fabric, docs/PROTOCOL.md E10)
+#      once the static session is removed, the ranks joining a job each run
+#      (two flows each): job.status lists both servers; every dtype and op
+#      in-network, both servers counting rounds; B killed during a run and
+#      started without sessions: every rank right, and the manager installs
+#      the session there again; job.end: no session left on either
 # Always cleans up: hosts, switches, testbed, DPDK's runtime directories.
 set -uo pipefail
 
@@ -51,7 +58,6 @@ S=64
 PORT=47000
 FLOWS=2
 CTL_A="127.0.0.1:$((20000 + $$ % 20000))"
-CTL_B="127.0.0.1:51734" # inside host 5's namespace: its own loopback
 WORK=$(mktemp -d /tmp/cais-st.XXXXXX)
 A_PID="" B_PID=""
 # what scripts/lib/cases.sh reads and writes
@@ -81,6 +87,10 @@ eval "$(bash "$TESTBED" env --name "$NAME")"
 AGG_A=$TB_AGG_IP
 AGG_B=${TB_AGG_IP%.*}.253
 NS_B=$(eval "echo \$TB_NS_$((RANKS + 1))")
+# B's control endpoint: on its host's management interface, with a key
+CTL_B="$(eval "echo \$TB_MGMT_IP_$((RANKS + 1))"):51734"
+head -c 32 /dev/urandom >"$WORK/switch-b.key"
+B_CONFIG=1 # B starts with the session (case d: without, the manager's)
 
 cb_members "$RANKS" "$PORT" "$FLOWS"
 cat >"$WORK/config.json" <<EOF
@@ -101,8 +111,8 @@ start_b() {
 	ip netns exec "$NS_B" "$SWITCH" --no-huge -m 512 --no-pci --no-shconf \
 		--file-prefix="$PREFIX_B" -l 1 \
 		"--vdev=net_af_packet0,iface=eth0,blocksz=16384,framesz=16384,framecnt=512" \
-		-- --agg-ip "$AGG_B" --config "$WORK/config.json" --stats-period 0 \
-		--ctl "$CTL_B" --idle-sleep-us 50 >>"$log" 2>&1 &
+		-- --agg-ip "$AGG_B" ${B_CONFIG:+--config "$WORK/config.json"} --stats-period 0 \
+		--ctl "$CTL_B" --ctl-key "$WORK/switch-b.key" --idle-sleep-us 50 >>"$log" 2>&1 &
 	B_PID=$!
 	for _ in $(seq 1 300); do
 		grep -q "running" "$log" && return 0
@@ -120,14 +130,36 @@ A_PID=$CB_SW_PID
 start_b
 
 # A switch's total rounds (stats.get's top-level "rounds")
-rounds_of() { /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["rounds"])' 2>/dev/null; }
-rounds_a() { "$CTL" -s "$CTL_A" -j stats.get 2>/dev/null | rounds_of; }
-rounds_b() { ip netns exec "$NS_B" "$CTL" -s "$CTL_B" -j stats.get 2>/dev/null | rounds_of; }
+sctl_a() { "$CTL" -s "$CTL_A" -t 2000 "$@"; }
+sctl_b() { "$CTL" -s "$CTL_B" -k "$WORK/switch-b.key" -t 2000 "$@"; }
+# stats.get's "rounds", or session TENANT/SESSION's; "sessions": how many it holds
+rounds_of() {
+	/usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+a = sys.argv[1:]
+if a == ["sessions"]:
+    print(len(d["sessions"]))
+    sys.exit(0)
+if a:
+    d = next(s for s in d["sessions"] if s["tenant"] == int(a[0]) and s["session"] == int(a[1]))
+print(d["rounds"])' "$@" 2>/dev/null
+}
+rounds_a() { sctl_a -j stats.get 2>/dev/null | rounds_of "$@"; }
+rounds_b() { sctl_b -j stats.get 2>/dev/null | rounds_of "$@"; }
 
 # cb_run's ranks; TO: where they send (both servers unless a case says otherwise)
 TO=(--stripes "$AGG_A,$AGG_B")
+JOB="" # case d: joining that job through the manager instead
+# shellcheck disable=SC2034 # CB_CMD: cb_run's
 cb_rank_cmd() {
-	# shellcheck disable=SC2034 # cb_run's
+	if [ -n "$JOB" ]; then
+		CB_CMD=(ip netns exec "$(eval "echo \$TB_NS_$1")" "$PERF"
+			--rank $(($1 - 1)) --world "$RANKS" --manager "$CB_MGR"
+			--manager-key "$WORK/manager.key" --job "$JOB" --peers "$CB_PEERS" --slots "$S"
+			--elems "$E" --threads "$FLOWS" --check --check-every 0 --retries 16)
+		return
+	fi
 	CB_CMD=(ip netns exec "$(eval "echo \$TB_NS_$1")" "$PERF"
 		--rank $(($1 - 1)) --world "$RANKS" "${TO[@]}" --peers "$CB_PEERS"
 		--tenant 1 --session 1 --slots "$S" --elems "$E" --scale 1024 --threads "$FLOWS"
@@ -212,5 +244,78 @@ cb_run c-down --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 
 start_b
 cb_run c-up --dtype bf16 --op sum --tensor 1 --path switch --iters 3 --warmup 0 --bytes 1M &&
 	cb_all_paths c-up 'switch' && cb_say "c-up: ok" || cb_case_fail "c: in-network again after B's restart"
+
+cb_step "d. cais-manager sets the stripes up (--fabric): every dtype and op, B restarted, job.end"
+sctl_a session.del tenant=1 session=1 >/dev/null && sctl_b session.del tenant=1 session=1 >/dev/null ||
+	cb_fatal "removing the static session"
+# few cores: deep queues, and CONGESTED would take tensors off the switches
+sctl_a thresholds.set queue_depth=100000000 >/dev/null && sctl_b thresholds.set queue_depth=100000000 >/dev/null ||
+	cb_fatal "thresholds.set"
+B_CONFIG=""
+cat >"$WORK/fabric.json" <<EOF
+{"mode": "stripes", "switches": [
+  {"name": "a", "ctl": "$CTL_A", "agg": "$AGG_A"},
+  {"name": "b", "ctl": "$CTL_B", "agg": "$AGG_B", "key": "$WORK/switch-b.key"}
+]}
+EOF
+cb_manager_start "$WORK/fabric.json" || cb_fatal "cais-manager did not start"
+cb_say "cais-manager $CB_MGR: holds both switches' leases"
+# a job per run: a rank that joins again starts at seq 0 (first_seq of a new
+# session), which the switches hold as old in a session that carried a run
+for dt in f32 bf16 f16 i32; do
+	case $dt in f32 | i32) esz=4 ;; *) esz=2 ;; esac
+	for op in sum avg max min; do
+		label="d-$dt-$op" JOB="stripes-d-$dt-$op"
+		if cb_run "$label" --dtype "$dt" --op "$op" --tensor 1 --path switch --iters 2 \
+			--warmup 0 --bytes "$esz,$((2049 * esz)),1M" && cb_all_paths "$label" 'switch'; then
+			tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
+			ra=$(rounds_a "$tenant" "$session") rb=$(rounds_b "$tenant" "$session")
+			# the chunks of 2 iterations of 1 element, 2049 and 1 MiB: each one round
+			want=$((2 * (1 + 2 + 1048576 / (E * esz))))
+			cb_say "$label: ok (session $tenant/$session: rounds A $ra, B $rb of $want)"
+			[ "${ra:-0}" -gt 0 ] && [ "${rb:-0}" -gt 0 ] && [ $((ra + rb)) -eq "$want" ] ||
+				cb_case_fail "$label: rounds A ${ra:-?}, B ${rb:-?}: not both servers, or not $want in all"
+		else
+			cb_case_fail "$label"
+		fi
+		if [ "$label" = d-f32-sum ]; then
+			st=$(cb_job_field '",".join(d["stripes"])')
+			cb_say "job $JOB: stripes $st"
+			[ "$st" = "$AGG_A:51733,$AGG_B:51733" ] ||
+				cb_case_fail "d: job.status: stripes '$st', not A's and B's aggregators"
+		fi
+		cb_mctl job.end job="$JOB" >/dev/null || cb_case_fail "d: job.end $JOB refused"
+	done
+done
+[ "$(rounds_a sessions)" = 0 ] && [ "$(rounds_b sessions)" = 0 ] ||
+	cb_case_fail "d: sessions left after job.end (A $(rounds_a sessions), B $(rounds_b sessions))"
+cb_say "16 jobs ended: no session left on A or B"
+
+label=d-restart-b JOB=stripes-d-restart
+before=$(grep -c 'installed again' "$WORK/manager.log")
+(
+	sleep 1.5
+	kill -KILL "$B_PID"
+	sleep 0.5
+	start_b
+	sctl_b thresholds.set queue_depth=100000000 >/dev/null
+) >"$WORK/$label.log" 2>&1 &
+rpid=$!
+cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 30 --warmup 0 \
+	--bytes 1M && cb_say "$label: ok, every rank right ($(awk '/^ +[0-9]/ { print $5 }' "$WORK/$label.h1.log"))" ||
+	cb_case_fail "d: B restarted during a managed run: not every rank right"
+wait "$rpid"
+B_PID=$(pgrep -f -- "--file-prefix=$PREFIX_B" | head -n 1)
+[ -n "$B_PID" ] || cb_fatal "B did not come back: $(cat "$WORK/$label.log")"
+tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
+r=$(rounds_b "$tenant" "$session")
+cb_say "B after its restart: the job's session back on it (rounds $r since);" \
+	"$(($(grep -c 'installed again' "$WORK/manager.log") - before)) reinstall(s) logged"
+[ -n "$r" ] && [ "$r" -gt 0 ] ||
+	cb_case_fail "d: B restarted: the manager did not install the session again (rounds '$r')"
+cb_mctl job.end job="$JOB" >/dev/null || cb_case_fail "d: job.end $JOB refused"
+[ "$(rounds_a sessions)" = 0 ] && [ "$(rounds_b sessions)" = 0 ] ||
+	cb_case_fail "d: sessions left after job.end (A $(rounds_a sessions), B $(rounds_b sessions))"
+JOB=""
 
 cb_summary "$PROG"

@@ -11,7 +11,8 @@
 # spine's session has the two leaves as its members. Each rank sends to its
 # leaf; the ring runs over the fabric, whichever aggregator is down.
 #
-#   tree_testbed.sh [--switch PATH] [--perf PATH] [--ctl PATH] [--testbed PATH] [--keep-logs]
+#   tree_testbed.sh [--switch PATH] [--perf PATH] [--ctl PATH] [--manager PATH]
+#                   [--testbed PATH] [--keep-logs]
 #                   [--bench [--bytes LIST] [--iters N] [--dtype f32|bf16]]
 #
 # --bench (bench/tree.sh runs it so): instead of the cases, the same
@@ -21,7 +22,7 @@
 # and their ratio: what the second level costs. Every switch shares the
 # machine's cores.
 #
-# (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL, CAIS_TESTBED). Needs root; without it
+# (or CAIS_SWITCH, CAIS_PERF, CAIS_CTL, CAIS_MANAGER, CAIS_TESTBED). Needs root; without it
 # exits 77 (meson's skip code). Cases, every element checked (--check):
 #   a. every dtype and op, FIXED32 and BLOCK16, 1 element to 1 MiB: in-network;
 #      the spine's rounds equal each leaf's RESULTs from it
@@ -35,6 +36,14 @@
 #      its configuration): every rank right, none hanging; leaf B down for a
 #      whole run: the ring; back: in-network
 #   e. the same for the spine
+#   f. the tree set up by cais-manager (--fabric, docs/PROTOCOL.md E10) on
+#      switches started without sessions, the ranks joining a job through it:
+#      each rank's switch in job.status is its leaf; every dtype and op
+#      (bf16, f16 as BLOCK16, the manager's choice), a job each, ended after
+#      its run: in-network, and no session left on any switch; the spine,
+#      then leaf A, killed during a run and started without sessions: every
+#      rank right, and the manager installs the job's part there again (the
+#      new instance counts rounds of it)
 # Loss between a leaf and the spine comes from cais-switch itself
 # (--rx-loss): those frames leave and enter by af_packet on both ends, which
 # nftables does not see, and this kernel has no tc actions.
@@ -65,8 +74,8 @@ WORK=$(mktemp -d /tmp/cais-tree.XXXXXX)
 SW_NAMES=(leaf-a leaf-b spine)
 SW_PIDS=("" "" "")
 SW_MACS=(02:ca:fe:00:00:0a 02:ca:fe:00:00:0b 02:ca:fe:00:00:05)
-SW_CTL="127.0.0.1:51734" # each inside its host's namespace: its own loopback
-SW_EXTRA=()              # more options for the three (case b: --rx-loss)
+SW_EXTRA=()  # more options for the three (case b: --rx-loss)
+SW_CONFIG=1  # start them with their sessions (case f: empty, the manager's)
 FABRIC_PID=""
 # what scripts/lib/cases.sh reads and writes
 # shellcheck disable=SC2034
@@ -97,6 +106,13 @@ bash "$TESTBED" up --name "$NAME" --hosts $((RANKS + 3)) >"$WORK/testbed.log" 2>
 eval "$(bash "$TESTBED" env --name "$NAME")"
 NET=${TB_AGG_IP%.*}
 SW_IPS=("$NET.251" "$NET.252" "$NET.253")
+# their control endpoints: on their hosts' management interfaces, each with a key
+SW_CTLS=()
+for k in 0 1 2; do
+	SW_CTLS+=("$(eval "echo \$TB_MGMT_IP_$((RANKS + 1 + k))"):51734")
+	head -c 32 /dev/urandom >"$WORK/switch-$k.key"
+done
+sctl() { "$CTL" -s "${SW_CTLS[$1]}" -k "$WORK/switch-$1.key" -t 2000 "${@:2}"; }
 
 # tensors: 1 sum, 2 max, 3 min (FIXED32), 4 sum (BLOCK16); the same on every switch
 tensors() { # session
@@ -162,7 +178,8 @@ start_sw_once() { # k: on host RANKS + 1 + k's eth0
 		--file-prefix="$prefix" -l $(((k + 1) % NCPU)) \
 		"--vdev=net_af_packet0,iface=eth0,blocksz=16384,framesz=16384,framecnt=512" \
 		-- --agg-ip "${SW_IPS[$k]}" --agg-mac "${SW_MACS[$k]}" \
-		--config "$WORK/config-$k.json" --stats-period 0 --ctl "$SW_CTL" \
+		${SW_CONFIG:+--config "$WORK/config-$k.json"} --stats-period 0 \
+		--ctl "${SW_CTLS[$k]}" --ctl-key "$WORK/switch-$k.key" \
 		--idle-sleep-us 50 "${SW_EXTRA[@]}" >>"$log" 2>&1 &
 	SW_PIDS[k]=$!
 	disown "${SW_PIDS[$k]}" # killed and restarted by whichever shell: no job reports
@@ -198,24 +215,35 @@ for k in 2 0 1; do
 	start_sw $k
 done
 
-# stats.get of switch k: field F (a.b for nested ones) of its session 1/SESSION, or at the top
-stat_of() { # k field [session]
-	ip netns exec "$(sw_ns "$1")" "$CTL" -s "$SW_CTL" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
+# stats.get of switch k: field F (a.b for nested ones) of its session TENANT/SESSION
+# (tenant 1 unless given), or at the top
+stat_of() { # k field [session [tenant]]
+	sctl "$1" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 if len(sys.argv) > 2 and sys.argv[2]:
-    d = next(s for s in d["sessions"] if s["tenant"] == 1 and s["session"] == int(sys.argv[2]))
+    d = next(s for s in d["sessions"]
+             if s["tenant"] == int(sys.argv[3]) and s["session"] == int(sys.argv[2]))
 for k in sys.argv[1].split("."):
     d = d[k]
-print(d)' "$2" "${3:-}" 2>/dev/null
+print(d)' "$2" "${3:-}" "${4:-1}" 2>/dev/null
 }
 
 # cb_run's ranks: SESSION 1 (the tree: each rank to its leaf) or 2 (flat:
-# every rank to the spine)
+# every rank to the spine); JOB: joining that job through the manager instead
 SESSION=1
+JOB=""
 cb_rank_cmd() {
 	local to=${SW_IPS[2]}
 
+	if [ -n "$JOB" ]; then
+		# shellcheck disable=SC2034 # cb_run's
+		CB_CMD=(ip netns exec "$(eval "echo \$TB_NS_$1")" "$PERF"
+			--rank $(($1 - 1)) --world "$RANKS" --manager "$CB_MGR"
+			--manager-key "$WORK/manager.key" --job "$JOB" --peers "$PEERS" --slots "$S"
+			--elems "$E" --threads 1 --check --check-every 0 --retries 16)
+		return
+	fi
 	[ "$SESSION" -eq 1 ] && to=${SW_IPS[$((($1 - 1) / PER_LEAF))]}
 	# shellcheck disable=SC2034 # cb_run's
 	CB_CMD=(ip netns exec "$(eval "echo \$TB_NS_$1")" "$PERF"
@@ -356,5 +384,98 @@ restart_cases 1 d
 
 cb_step "e. the spine restarted during a run, down, back"
 restart_cases 2 e
+
+cb_step "f. cais-manager sets the tree up (--fabric): every dtype and op, restarts, job.end"
+SW_CONFIG=""
+for k in 2 0 1; do
+	kill_sw $k
+	start_sw $k
+	# few cores: deep queues, and CONGESTED would take tensors off the switches
+	sctl $k thresholds.set queue_depth=100000000 >/dev/null || cb_fatal "thresholds.set on ${SW_NAMES[$k]}"
+done
+hosts_json() { # first count: the hosts' data addresses
+	local i out=""
+	for ((i = $1; i < $1 + $2; i++)); do
+		out+="${out:+, }\"$(eval "echo \$TB_IP_$i")\""
+	done
+	echo "$out"
+}
+{
+	printf '{"mode": "tree", "spine": "spine", "switches": [\n'
+	for k in 0 1 2; do
+		printf '  {"name": "%s", "ctl": "%s", "agg": "%s", "mac": "%s", "key": "%s"' \
+			"${SW_NAMES[$k]}" "${SW_CTLS[$k]}" "${SW_IPS[$k]}" "${SW_MACS[$k]}" "$WORK/switch-$k.key"
+		[ $k -lt 2 ] && printf ', "hosts": [%s], "uplink_port": 0},\n' \
+			"$(hosts_json $((k * PER_LEAF + 1)) "$PER_LEAF")"
+	done
+	printf '}\n]}\n'
+} >"$WORK/fabric.json"
+cb_manager_start "$WORK/fabric.json" || cb_fatal "cais-manager did not start"
+cb_say "cais-manager $CB_MGR: holds the three switches' leases"
+sessions_on() { # k: how many sessions switch k holds
+	stat_of "$1" sessions | /usr/bin/python3 -c 'import ast, sys; print(len(ast.literal_eval(sys.stdin.read())))' 2>/dev/null
+}
+# a job per run: a rank that joins again starts at seq 0 (first_seq of a new
+# session), which the switches hold as old in a session that carried a run
+for dt in f32 bf16 f16 i32; do
+	case $dt in f32 | i32) esz=4 ;; *) esz=2 ;; esac
+	for op in sum avg max min; do
+		label="f-$dt-$op" JOB="tree-f-$dt-$op"
+		if cb_run "$label" --dtype "$dt" --op "$op" --tensor 1 --path switch --iters 2 \
+			--warmup 0 --bytes "$esz,$((1025 * esz)),256K" && cb_all_paths "$label" 'switch'; then
+			cb_say "$label: ok ($(cb_job_field 'd["world"]') ranks, session $(cb_job_field 'd["session"]'))"
+		else
+			cb_case_fail "$label"
+		fi
+		if [ "$label" = f-f32-sum ]; then
+			tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
+			sws=$(cb_job_field '" ".join(m["switch"] for m in sorted(d["members"], key=lambda m: m["rank"]))')
+			want="$(printf "${SW_IPS[0]}:51733 %.0s" 1 2 3 4)$(printf "${SW_IPS[1]}:51733 %.0s" 1 2 3 4)"
+			cb_say "job $JOB: session $tenant/$session; the ranks' switches: $sws"
+			[ "$sws " = "$want" ] ||
+				cb_case_fail "f: job.status: the ranks' switches are not their leaves ($sws)"
+			sp=$(stat_of 2 rounds "$session" "$tenant") ua=$(stat_of 0 up_results "$session" "$tenant")
+			ub=$(stat_of 1 up_results "$session" "$tenant")
+			cb_say "rounds: spine $sp; RESULTs from the spine: leaf A $ua, leaf B $ub"
+			if [ -z "$sp" ] || [ "$sp" -eq 0 ] || [ "$sp" != "$ua" ] || [ "$sp" != "$ub" ]; then
+				cb_case_fail "f: the spine's rounds ($sp) are not each leaf's RESULTs from it ($ua, $ub)"
+			fi
+		fi
+		cb_mctl job.end job="$JOB" >/dev/null || cb_case_fail "f: job.end $JOB refused"
+	done
+done
+for k in 0 1 2; do
+	n=$(sessions_on $k)
+	[ "$n" = 0 ] || cb_case_fail "f: after job.end ${SW_NAMES[$k]} still holds ${n:-?} sessions"
+done
+cb_say "16 jobs ended: no session left on the three switches"
+
+# switch k killed during a run and started again without sessions: the
+# manager finds its job missing there at its next poll and installs it again
+for k in 2 0; do
+	name=${SW_NAMES[$k]} label="f-restart-${SW_NAMES[$k]}" JOB="tree-f-restart-$k"
+	before=$(grep -c 'installed again' "$WORK/manager.log")
+	( sleep 1.5; kill_sw "$k"; start_sw "$k"
+	  sctl "$k" thresholds.set queue_depth=100000000 >/dev/null ) >"$WORK/$label.log" 2>&1 &
+	rpid=$!
+	cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 30 \
+		--warmup 0 --bytes 1M && cb_say "$label: ok, every rank right ($(awk '/^ +[0-9]/ { print $5 }' "$WORK/$label.h1.log"))" ||
+		cb_case_fail "f: $name restarted during a managed run: not every rank right"
+	wait "$rpid"
+	SW_PIDS[k]=$(pgrep -f -- "--file-prefix=cais-tr$k-$$" | head -n 1)
+	[ -n "${SW_PIDS[$k]}" ] || cb_fatal "$name did not come back: $(cat "$WORK/$label.log")"
+	tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
+	r=$(stat_of "$k" rounds "$session" "$tenant")
+	cb_say "$name after its restart: the job's session back on it (rounds $r since);" \
+		"$(($(grep -c 'installed again' "$WORK/manager.log") - before)) reinstall(s) logged"
+	[ -n "$r" ] && [ "$r" -gt 0 ] ||
+		cb_case_fail "f: $name restarted: the manager did not install the session again (rounds '${r}')"
+	cb_mctl job.end job="$JOB" >/dev/null || cb_case_fail "f: job.end $JOB refused"
+done
+for k in 0 1 2; do
+	n=$(sessions_on $k)
+	[ "$n" = 0 ] || cb_case_fail "f: after job.end ${SW_NAMES[$k]} still holds ${n:-?} sessions"
+done
+JOB=""
 
 cb_summary "$PROG"
