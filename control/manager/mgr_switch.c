@@ -142,45 +142,50 @@ renew_lease(struct mgr *m, unsigned int k, int64_t now)
 			m->sw[k].text, m->conf.lease_ms, m->conf.lease_ms / 3);
 }
 
-static void
-tick_one(struct mgr *m, unsigned int k, int64_t now, int64_t *next)
-{
-	struct mgr_switch_state *st = &m->sw[k].st;
-	int64_t lease_due, poll_due;
-
-	pthread_mutex_lock(&m->st_lock);
-	if (!st->started) {
-		st->started = true;
-		st->next_lease_ms = st->next_poll_ms = now;
-	}
-	lease_due = st->next_lease_ms;
-	poll_due = st->next_poll_ms;
-	pthread_mutex_unlock(&m->st_lock);
-
-	if (m->conf.lease_ms && now >= lease_due) {
-		renew_lease(m, k, now);
-		lease_due = now + m->conf.lease_ms / 3;
-	}
-	if (now >= poll_due) {
-		poll_stats(m, k, now);
-		poll_due = now + m->conf.poll_ms;
-	}
-	pthread_mutex_lock(&m->st_lock);
-	st->next_lease_ms = lease_due;
-	st->next_poll_ms = poll_due;
-	pthread_mutex_unlock(&m->st_lock);
-	if (poll_due < *next)
-		*next = poll_due;
-	if (m->conf.lease_ms && lease_due < *next)
-		*next = lease_due;
-}
-
+/*
+ * Every switch's lease first, then the polls: a silent switch costs its
+ * calls' timeout (--switch-timeout-ms) twice a round, and the others'
+ * leases must not wait behind its poll.
+ */
 void
 mgr_switch_tick(struct mgr *m, int64_t now, int64_t *next)
 {
+	const unsigned int n = m->fabric.n;
+	int64_t lease_due[MGR_MAX_SWITCHES], poll_due[MGR_MAX_SWITCHES];
+
+	pthread_mutex_lock(&m->st_lock);
+	for (unsigned int k = 0; k < n; k++) {
+		struct mgr_switch_state *st = &m->sw[k].st;
+
+		if (!st->started) {
+			st->started = true;
+			st->next_lease_ms = st->next_poll_ms = now;
+		}
+		lease_due[k] = st->next_lease_ms;
+		poll_due[k] = st->next_poll_ms;
+	}
+	pthread_mutex_unlock(&m->st_lock);
+	for (unsigned int k = 0; k < n && m->conf.lease_ms; k++)
+		if (now >= lease_due[k]) {
+			renew_lease(m, k, now);
+			lease_due[k] = now + m->conf.lease_ms / 3;
+		}
+	for (unsigned int k = 0; k < n; k++)
+		if (now >= poll_due[k]) {
+			poll_stats(m, k, now);
+			poll_due[k] = now + m->conf.poll_ms;
+		}
 	*next = INT64_MAX;
-	for (unsigned int k = 0; k < m->fabric.n; k++)
-		tick_one(m, k, now, next);
+	pthread_mutex_lock(&m->st_lock);
+	for (unsigned int k = 0; k < n; k++) {
+		m->sw[k].st.next_lease_ms = lease_due[k];
+		m->sw[k].st.next_poll_ms = poll_due[k];
+		if (poll_due[k] < *next)
+			*next = poll_due[k];
+		if (m->conf.lease_ms && lease_due[k] < *next)
+			*next = lease_due[k];
+	}
+	pthread_mutex_unlock(&m->st_lock);
 }
 
 static bool

@@ -43,7 +43,8 @@
 #      its run: in-network, and no session left on any switch; the spine,
 #      then leaf A, killed during a run and started without sessions: every
 #      rank right, and the manager installs the job's part there again (the
-#      new instance counts rounds of it)
+#      new instance counts rounds of it); leaf B down when a job is set up:
+#      ready without offload (the reason names it), the ring, every rank right
 # Loss between a leaf and the spine comes from cais-switch itself
 # (--rx-loss): those frames leave and enter by af_packet on both ends, which
 # nftables does not see, and this kernel has no tc actions.
@@ -472,6 +473,20 @@ for k in 2 0; do
 		cb_case_fail "f: $name restarted: the manager did not install the session again (rounds '${r}')"
 	cb_mctl job.end job="$JOB" >/dev/null || cb_case_fail "f: job.end $JOB refused"
 done
+# a leaf down when a job's ranks have all joined: admission finds it silent,
+# the job is ready without offload (the reason names it), every rank on the
+# ring and right, and nothing of the job on the other two
+kill_sw 1
+label=f-leaf-b-down JOB=tree-f-down
+cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 2 --warmup 0 \
+	--bytes 256K && cb_all_paths "$label" 'ring.*' || cb_case_fail "f: leaf B down: not on the ring or not right"
+why=$(cb_job_field 'd["reason"]')
+cb_say "$label: ready without offload: $why"
+case $why in *leaf-b*unreachable*) ;; *) cb_case_fail "f: leaf B down: the reason does not name it ($why)" ;; esac
+[ "$(sessions_on 0)" = 0 ] && [ "$(sessions_on 2)" = 0 ] ||
+	cb_case_fail "f: leaf B down: the job's session is on leaf A or the spine"
+cb_mctl job.end job="$JOB" >/dev/null || cb_case_fail "f: job.end $JOB refused"
+start_sw 1
 for k in 0 1 2; do
 	n=$(sessions_on $k)
 	[ "$n" = 0 ] || cb_case_fail "f: after job.end ${SW_NAMES[$k]} still holds ${n:-?} sessions"

@@ -5,18 +5,31 @@
  * field; the plans of a tree (leaves with their ranks, first_rank and
  * uplink; the spine with the leaves as members; one leaf alone without a
  * spine), of stripes and of one switch, as the session.add arguments each
- * switch gets; and the reasons a job is not laid out.
+ * switch gets; and the reasons a job is not laid out. Then the manager's
+ * core over fake switches (ctl_endpoints on loopback, one thread each): a
+ * tree's sessions and tensors on each, job.status's switches, one leaf's
+ * restart (its part alone installed again), a spine that refuses (the
+ * leaves' parts removed), switch.status and job.end; stripes likewise.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "ctl.h"
+#include "ctl_endpoint.h"
+#include "mgr.h"
 #include "mgr_fabric.h"
 
 #define TREE                                                                                       \
@@ -384,6 +397,470 @@ test_plan_stripes_and_one(void **state)
 	json_decref(a);
 }
 
+/* ---- the manager over a fabric of fake switches ---- */
+
+/* A fake switch: a ctl_endpoint on loopback in a thread, recording what it is asked. */
+struct fsw {
+	pthread_mutex_t lock;
+	struct ctl_ops ops;
+	struct ctl_endpoint *ep;
+	pthread_t tid;
+	atomic_bool run;
+	uint16_t port;
+	unsigned int session_add, session_del, tensor_add, lease, stats_get;
+	int refuse; /* session.add's answer (an errno), 0: accepted */
+	struct ctl_session last;
+	unsigned int n_sessions;
+	uint32_t sessions[16]; /* (tenant << 16) | session */
+	double uptime;
+};
+
+static struct fsw FS[3];
+
+#define FS_COUNT(k, field)                                                                         \
+	({                                                                                         \
+		pthread_mutex_lock(&FS[k].lock);                                                   \
+		unsigned int v_ = FS[k].field;                                                     \
+		pthread_mutex_unlock(&FS[k].lock);                                                 \
+		v_;                                                                                \
+	})
+
+static int
+fs_ping(void *ctx, json_t *res, struct ctl_err *err)
+{
+	(void)ctx, (void)err;
+	json_object_set_new(res, "mode", json_string("compute"));
+	return 0;
+}
+
+static int
+fs_session_add(void *ctx, const struct ctl_session *s, struct ctl_err *err)
+{
+	struct fsw *f = ctx;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	f->session_add++;
+	f->last = *s;
+	rc = f->refuse;
+	if (!rc && f->n_sessions < 16)
+		f->sessions[f->n_sessions++] = (uint32_t)s->tenant << 16 | s->session;
+	pthread_mutex_unlock(&f->lock);
+	return rc ? ctl_fail(err, rc, "fake switch refuses session.add") : 0;
+}
+
+static int
+fs_session_del(void *ctx, uint16_t t, uint16_t s, struct ctl_err *err)
+{
+	struct fsw *f = ctx;
+	bool found = false;
+
+	pthread_mutex_lock(&f->lock);
+	f->session_del++;
+	for (unsigned int i = 0; i < f->n_sessions && !found; i++)
+		if (f->sessions[i] == ((uint32_t)t << 16 | s)) {
+			f->sessions[i] = f->sessions[--f->n_sessions];
+			found = true;
+		}
+	pthread_mutex_unlock(&f->lock);
+	return found ? 0 : ctl_fail(err, ENOENT, "no such session");
+}
+
+static int
+fs_tensor_add(void *ctx, const struct ctl_tensor *t, struct ctl_err *err)
+{
+	struct fsw *f = ctx;
+
+	(void)t, (void)err;
+	pthread_mutex_lock(&f->lock);
+	f->tensor_add++;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static int
+fs_refused(void *ctx, struct ctl_err *err)
+{
+	(void)ctx;
+	return ctl_fail(err, EPERM, "the manager never calls this");
+}
+
+static int
+fs_tensor_del(void *ctx, uint16_t t, uint16_t s, uint32_t x, struct ctl_err *err)
+{
+	(void)t, (void)s, (void)x;
+	return fs_refused(ctx, err);
+}
+
+static int
+fs_mode_set(void *ctx, enum ctl_mode m, struct ctl_err *err)
+{
+	(void)m;
+	return fs_refused(ctx, err);
+}
+
+static int
+fs_thresholds(void *ctx, const struct ctl_thresholds *t, struct ctl_err *err)
+{
+	(void)t;
+	return fs_refused(ctx, err);
+}
+
+static int
+fs_lease(void *ctx, uint32_t ttl, struct ctl_err *err)
+{
+	struct fsw *f = ctx;
+
+	(void)ttl, (void)err;
+	pthread_mutex_lock(&f->lock);
+	f->lease++;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static int
+fs_stats(void *ctx, int64_t after, json_t *res, struct ctl_err *err)
+{
+	struct fsw *f = ctx;
+	json_t *sessions = json_array();
+
+	(void)after, (void)err;
+	pthread_mutex_lock(&f->lock);
+	f->stats_get++;
+	json_object_set_new(res, "slot_usage", json_real(0));
+	json_object_set_new(res, "slots_used", json_integer(0));
+	json_object_set_new(res, "slot_capacity", json_integer(65536));
+	json_object_set_new(res, "queue_depth", json_integer(0));
+	json_object_set_new(res, "uptime_s", json_real(f->uptime));
+	json_object_set_new(res, "lcores", json_integer(2));
+	for (unsigned int i = 0; i < f->n_sessions; i++)
+		json_array_append_new(sessions,
+				      json_pack("{s:i, s:i}", "tenant", (int)(f->sessions[i] >> 16),
+						"session", (int)(f->sessions[i] & 0xffff)));
+	json_object_set_new(res, "sessions", sessions);
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static void *
+fs_main(void *arg)
+{
+	struct fsw *f = arg;
+
+	while (atomic_load(&f->run))
+		ctl_endpoint_poll(f->ep, 20);
+	return NULL;
+}
+
+static void
+fs_start(struct fsw *f)
+{
+	struct ctl_endpoint_conf ec = {.ops = &f->ops};
+
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->lock, NULL);
+	f->uptime = 100;
+	f->ops = (struct ctl_ops){.ctx = f,
+				  .ping = fs_ping,
+				  .session_add = fs_session_add,
+				  .session_del = fs_session_del,
+				  .tensor_add = fs_tensor_add,
+				  .tensor_del = fs_tensor_del,
+				  .lease = fs_lease,
+				  .mode_set = fs_mode_set,
+				  .thresholds_set = fs_thresholds,
+				  .stats_get = fs_stats};
+	ec.addr.sin_family = AF_INET;
+	ec.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int tries = 0; tries < 20 && !f->ep; tries++) {
+		struct sockaddr_in a = ec.addr;
+		socklen_t al = sizeof(a);
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+		assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+		close(fd);
+		ec.addr.sin_port = a.sin_port;
+		if (ctl_endpoint_open(&ec, &f->ep) == 0)
+			f->port = ntohs(a.sin_port);
+	}
+	assert_non_null(f->ep);
+	atomic_store(&f->run, true);
+	assert_int_equal(pthread_create(&f->tid, NULL, fs_main, f), 0);
+}
+
+static void
+fs_stop(struct fsw *f)
+{
+	atomic_store(&f->run, false);
+	pthread_join(f->tid, NULL);
+	ctl_endpoint_close(f->ep);
+	pthread_mutex_destroy(&f->lock);
+}
+
+static char tmp[64];
+
+/* A manager over a fabric of the first n fakes: "tree" (la, lb, spine sp) or "stripes". */
+static struct mgr *
+fabric_mgr(const char *mode, unsigned int n)
+{
+	static const char *const names[] = {"la", "lb", "sp"};
+	static const char *const hosts[] = {", \"hosts\": [\"10.0.0.1\", \"10.0.0.2\"]",
+					    ", \"hosts\": [\"10.0.0.3/32\", \"10.0.0.4\"]", ""};
+	char path[128], text[2048];
+	size_t len;
+	struct mgr_conf conf;
+	struct ctl_err err = {0};
+	struct mgr *m = NULL;
+	bool tree = strcmp(mode, "tree") == 0;
+	FILE *fp;
+
+	len = (size_t)snprintf(text, sizeof(text), "{\"mode\": \"%s\"%s, \"switches\": [", mode,
+			       tree ? ", \"spine\": \"sp\"" : "");
+	for (unsigned int k = 0; k < n; k++) {
+		fs_start(&FS[k]);
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"%s{\"name\": \"%s\", \"ctl\": \"127.0.0.1:%u\", \"agg\": "
+					"\"10.9.0.%u\", \"mac\": \"02:00:00:00:09:%02x\"%s}",
+					k ? ", " : "", names[k], FS[k].port, k + 1, k + 1,
+					tree ? hosts[k] : "");
+	}
+	snprintf(text + len, sizeof(text) - len, "]}");
+	snprintf(tmp, sizeof(tmp), "/tmp/cais-test-fabric.XXXXXX");
+	assert_non_null(mkdtemp(tmp));
+	snprintf(path, sizeof(path), "%s/fabric.json", tmp);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	mgr_conf_init(&conf);
+	conf.log_level = getenv("MGR_TEST_LOG") ? MGR_LOG_DEBUG : MGR_LOG_ERROR;
+	snprintf(conf.fabric, sizeof(conf.fabric), "%s", path);
+	snprintf(conf.db, sizeof(conf.db), "%s/manager.db", tmp);
+	conf.switch_timeout_ms = 150;
+	if (mgr_open(&conf, &m, &err))
+		fail_msg("mgr_open: %s (%s)", err.msg, text);
+	return m;
+}
+
+static void
+fabric_done(struct mgr *m, unsigned int n)
+{
+	char cmd[160];
+
+	mgr_close(m);
+	for (unsigned int k = 0; k < n; k++)
+		fs_stop(&FS[k]);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* mgr_handle() of cmd with args (JSON text) that must succeed: the result. */
+static json_t *
+req_ok(struct mgr *m, const char *cmd, const char *args)
+{
+	json_t *req = json_pack("{s:s, s:o}", "cmd", cmd, "args", json_loads(args, 0, NULL));
+	json_t *res = json_object();
+	struct ctl_err err = {0};
+	int rc = mgr_handle(m, req, res, &err);
+
+	json_decref(req);
+	if (rc)
+		fail_msg("%s %s: %d %s", cmd, args, rc, err.msg);
+	return res;
+}
+
+/* A job of n ranks at 10.0.0.1.., each with `ports` flows; its job.status once all joined. */
+static json_t *
+join_all(struct mgr *m, const char *job, unsigned int n, unsigned int ports)
+{
+	char args[256];
+	json_t *r;
+
+	snprintf(args, sizeof(args),
+		 "{\"job\": \"%s\", \"tenant\": \"t\", \"world\": %u, \"slots\": 8, "
+		 "\"elems_per_packet\": 512}",
+		 job, n);
+	json_decref(req_ok(m, "job.register", args));
+	for (unsigned int i = 0; i < n; i++) {
+		snprintf(
+		    args, sizeof(args),
+		    "{\"job\": \"%s\", \"rank\": %u, \"mac\": \"02:00:00:00:01:%02x\", \"ip\": "
+		    "\"10.0.0.%u\", \"port\": 47000, \"ports\": %u}",
+		    job, i, i + 1, i + 1, ports);
+		json_decref(req_ok(m, "job.join", args));
+	}
+	snprintf(args, sizeof(args), "{\"job\": \"%s\"}", job);
+	r = req_ok(m, "job.status", args);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "ready");
+	return r;
+}
+
+static void
+test_core_tree(void **state)
+{
+	struct mgr *m;
+	json_t *st, *r;
+	char ip[INET_ADDRSTRLEN];
+
+	(void)state;
+	m = fabric_mgr("tree", 3);
+	mgr_tick(m, 1000000);
+	for (unsigned int k = 0; k < 3; k++) {
+		assert_int_equal(FS_COUNT(k, lease), 1);
+		assert_int_equal(FS_COUNT(k, stats_get), 1);
+	}
+	/* ranks 0, 1 under la, 2, 3 under lb: a session on each leaf, the spine's of the two */
+	st = join_all(m, "t", 4, 1);
+	assert_true(json_is_true(json_object_get(st, "offload")));
+	assert_string_equal(json_string_value(json_object_get(st, "fabric")), "tree");
+	for (unsigned int i = 0; i < 4; i++) {
+		const json_t *mb = json_array_get(json_object_get(st, "members"), i);
+		unsigned int rank = (unsigned int)json_integer_value(json_object_get(mb, "rank"));
+
+		assert_string_equal(json_string_value(json_object_get(mb, "switch")),
+				    rank < 2 ? "10.9.0.1:51733" : "10.9.0.2:51733");
+	}
+	json_decref(st);
+	for (unsigned int k = 0; k < 3; k++)
+		assert_int_equal(FS_COUNT(k, session_add), 1);
+	assert_int_equal(FS[0].last.n, 2);
+	assert_int_equal(FS[0].last.first_rank, 0);
+	assert_true(FS[0].last.uplink.on);
+	assert_int_equal(FS[0].last.uplink.rank, 0);
+	inet_ntop(AF_INET, &FS[0].last.uplink.ip, ip, sizeof(ip));
+	assert_string_equal(ip, "10.9.0.3");
+	assert_int_equal(FS[1].last.first_rank, 2);
+	assert_int_equal(FS[1].last.uplink.rank, 1);
+	assert_int_equal(FS[1].last.members[1].port, 47000);
+	assert_int_equal(FS[2].last.n, 2);
+	assert_false(FS[2].last.uplink.on);
+	assert_int_equal(FS[2].last.members[1].ip, htonl(0x0a090002));
+	assert_int_equal(FS[2].last.elems, 512);
+
+	/* a tensor: on every switch of the layout */
+	r = req_ok(m, "tensor.register",
+		   "{\"job\": \"t\", \"tensor\": 1, \"op\": \"sum\", \"dtype\": \"bf16\"}");
+	assert_true(json_is_true(json_object_get(r, "installed")));
+	assert_string_equal(json_string_value(json_object_get(r, "wire")), "block16");
+	json_decref(r);
+	for (unsigned int k = 0; k < 3; k++)
+		assert_int_equal(FS_COUNT(k, tensor_add), 1);
+
+	/* lb restarts (its uptime goes down, its tables empty): its part alone comes back */
+	pthread_mutex_lock(&FS[1].lock);
+	FS[1].n_sessions = 0;
+	FS[1].uptime = 1;
+	pthread_mutex_unlock(&FS[1].lock);
+	mgr_tick(m, 1001000);
+	mgr_tick(m, 1002000);
+	assert_int_equal(FS_COUNT(1, session_add), 2);
+	assert_int_equal(FS[1].last.first_rank, 2);
+	assert_true(FS[1].last.uplink.on);
+	assert_int_equal(FS_COUNT(0, session_add), 1);
+	assert_int_equal(FS_COUNT(2, session_add), 1);
+	assert_true(FS_COUNT(1, tensor_add) >= 2);
+	assert_int_equal(FS_COUNT(1, n_sessions), 1);
+
+	/* the spine refuses the next job: ready without offload, the leaves' parts removed */
+	FS[2].refuse = ENOSPC;
+	st = join_all(m, "u", 4, 1);
+	assert_false(json_is_true(json_object_get(st, "offload")));
+	assert_non_null(
+	    strstr(json_string_value(json_object_get(st, "reason")), "switch sp (127.0.0.1:"));
+	assert_non_null(strstr(json_string_value(json_object_get(st, "reason")), "ENOSPC"));
+	json_decref(st);
+	assert_int_equal(FS_COUNT(0, session_add), 2);
+	assert_int_equal(FS_COUNT(0, n_sessions), 1); /* t's only */
+	assert_int_equal(FS_COUNT(1, n_sessions), 1);
+	assert_int_equal(FS_COUNT(2, n_sessions), 1);
+	FS[2].refuse = 0;
+
+	/* ranks 0, 2 under la: not consecutive; the ring, nothing installed */
+	{
+		char args[256];
+
+		json_decref(
+		    req_ok(m, "job.register", "{\"job\": \"v\", \"tenant\": \"t\", \"world\": 3}"));
+		for (unsigned int i = 0; i < 3; i++) {
+			static const unsigned int host[] = {1, 3, 2};
+
+			snprintf(args, sizeof(args),
+				 "{\"job\": \"v\", \"rank\": %u, \"mac\": \"02:00:00:00:02:%02x\", "
+				 "\"ip\": \"10.0.0.%u\", \"port\": 48000}",
+				 i, i + 1, host[i]);
+			json_decref(req_ok(m, "job.join", args));
+		}
+		st = req_ok(m, "job.status", "{\"job\": \"v\"}");
+		assert_false(json_is_true(json_object_get(st, "offload")));
+		assert_non_null(
+		    strstr(json_string_value(json_object_get(st, "reason")), "not consecutive"));
+		assert_null(
+		    json_object_get(json_array_get(json_object_get(st, "members"), 0), "switch"));
+		json_decref(st);
+		assert_int_equal(FS_COUNT(0, session_add), 2);
+	}
+
+	/* switch.status: each switch */
+	r = req_ok(m, "switch.status", "{}");
+	assert_string_equal(json_string_value(json_object_get(r, "fabric")), "tree");
+	assert_string_equal(json_string_value(json_object_get(r, "spine")), "sp");
+	assert_int_equal(json_array_size(json_object_get(r, "switches")), 3);
+	for (unsigned int k = 0; k < 3; k++) {
+		const json_t *s = json_array_get(json_object_get(r, "switches"), k);
+
+		assert_true(json_is_true(json_object_get(s, "reachable")));
+		assert_true(json_integer_value(
+				json_object_get(json_object_get(s, "lease"), "renewals")) >= 2);
+		assert_int_equal(
+		    json_integer_value(json_object_get(json_object_get(s, "stats"), "sessions")),
+		    1);
+	}
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(r, "switches"), 1), "name")),
+			    "lb");
+	json_decref(r);
+
+	/* job.end: t's session off all three */
+	json_decref(req_ok(m, "job.end", "{\"job\": \"t\"}"));
+	for (unsigned int k = 0; k < 3; k++)
+		assert_int_equal(FS_COUNT(k, n_sessions), 0);
+	fabric_done(m, 3);
+}
+
+static void
+test_core_stripes(void **state)
+{
+	struct mgr *m;
+	json_t *st, *sl;
+
+	(void)state;
+	m = fabric_mgr("stripes", 2);
+	st = join_all(m, "s", 3, 2);
+	assert_true(json_is_true(json_object_get(st, "offload")));
+	sl = json_object_get(st, "stripes");
+	assert_int_equal(json_array_size(sl), 2);
+	assert_string_equal(json_string_value(json_array_get(sl, 0)), "10.9.0.1:51733");
+	assert_string_equal(json_string_value(json_array_get(sl, 1)), "10.9.0.2:51733");
+	assert_string_equal(json_string_value(json_object_get(st, "switch")), "10.9.0.1:51733");
+	json_decref(st);
+	for (unsigned int k = 0; k < 2; k++) {
+		assert_int_equal(FS_COUNT(k, session_add), 1);
+		assert_int_equal(FS[k].last.n, 3);
+		assert_int_equal(FS[k].last.members[2].ports, 2);
+	}
+	/* one flow per rank: fewer than the stripes */
+	st = join_all(m, "s1", 2, 1);
+	assert_false(json_is_true(json_object_get(st, "offload")));
+	assert_non_null(strstr(json_string_value(json_object_get(st, "reason")), "has 1 flows"));
+	json_decref(st);
+	assert_int_equal(FS_COUNT(0, session_add), 1);
+	json_decref(req_ok(m, "job.end", "{\"job\": \"s\"}"));
+	assert_int_equal(FS_COUNT(0, n_sessions), 0);
+	assert_int_equal(FS_COUNT(1, n_sessions), 0);
+	fabric_done(m, 2);
+}
+
 int
 main(void)
 {
@@ -391,6 +868,8 @@ main(void)
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_plan_tree),
 	    cmocka_unit_test(test_plan_stripes_and_one),
+	    cmocka_unit_test(test_core_tree),
+	    cmocka_unit_test(test_core_stripes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
