@@ -901,7 +901,10 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
  * The answer of (job, step), computed when the first rank asks:
  * - scales: per tensor, mgr_scale_rule() on the max over ranks of the
  *   max_abs reported for step - 1; a tensor without a report keeps its
- *   current scale (the default before any report);
+ *   current scale (the default before any report). Until every rank has
+ *   reported step - 1 the scale may go down, never up: the ranks that have
+ *   not reported yet may hold larger values (their report comes just
+ *   before their own step.begin, the first rank's may come before theirs);
  * - offload: the tensors installed on the switch, in id order, the first
  *   `limit` of them. Congestion policy: when any rank reported CONGESTED
  *   for step - 1, limit halves (from what the previous step offloaded,
@@ -915,10 +918,12 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 	unsigned int n, installed = 0, limit, taken = 0;
 	json_t *ans, *offload = json_array(), *scales = json_array();
 	bool congested = false, newest = step > j->last_step;
+	unsigned int reported = 0;
 	int rc;
 
 	if ((rc = mgr_store_tensors(m->store, j->name, t, MGR_MAX_TENSORS, &n)) ||
-	    (step > 0 && (rc = mgr_store_step_congested(m->store, j->name, step - 1, &congested))))
+	    (step > 0 && (rc = mgr_store_step_reports(m->store, j->name, step - 1, &congested,
+						      &reported))))
 		goto fail;
 	for (unsigned int i = 0; i < n; i++) {
 		double max_abs = -1;
@@ -926,8 +931,12 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 		if (step > 0 &&
 		    (rc = mgr_store_step_max_abs(m->store, j->name, step - 1, t[i].id, &max_abs)))
 			goto fail;
-		if (max_abs >= 0)
-			t[i].scale = mgr_scale_rule(j->world, max_abs, t[i].wire);
+		if (max_abs >= 0) {
+			double s = mgr_scale_rule(j->world, max_abs, t[i].wire);
+
+			if (reported >= j->world || s < t[i].scale)
+				t[i].scale = s;
+		}
 		installed += j->offload && t[i].installed;
 	}
 	if (j->limit < 0 || (unsigned int)j->limit > installed)

@@ -549,17 +549,20 @@ mgr_store_report_put(struct mgr_store *st, const char *job, const struct mgr_rep
 }
 
 int
-mgr_store_step_congested(struct mgr_store *st, const char *job, int64_t step, bool *congested)
+mgr_store_step_reports(struct mgr_store *st, const char *job, int64_t step, bool *congested,
+		       unsigned int *ranks)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	if ((rc = prep(st, &s,
-		       "SELECT count(*) FROM reports WHERE job = ? AND step = ? AND congested > 0",
+		       "SELECT count(*), coalesce(sum(congested > 0), 0) FROM reports"
+		       " WHERE job = ? AND step = ?",
 		       "ti", job, step)))
 		return rc;
 	rc = sqlite3_step(s);
-	*congested = rc == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0;
+	*ranks = rc == SQLITE_ROW ? (unsigned int)sqlite3_column_int64(s, 0) : 0;
+	*congested = rc == SQLITE_ROW && sqlite3_column_int64(s, 1) > 0;
 	sqlite3_finalize(s);
 	return rc == SQLITE_ROW ? 0 : sql_fail(st, "reports");
 }

@@ -130,10 +130,12 @@ struct mgr_report {
 int mgr_store_report_put(struct mgr_store *st, const char *job, const struct mgr_report *r);
 
 /**
- * The reports of (job, step): whether any said congested, and the max over
- * ranks of max_abs for tensor (a negative *max_abs when none reported it).
+ * The reports of (job, step): how many ranks reported it and whether any
+ * said congested; and the max over ranks of max_abs for tensor (a negative
+ * *max_abs when none reported it).
  */
-int mgr_store_step_congested(struct mgr_store *st, const char *job, int64_t step, bool *congested);
+int mgr_store_step_reports(struct mgr_store *st, const char *job, int64_t step, bool *congested,
+			   unsigned int *ranks);
 int mgr_store_step_max_abs(struct mgr_store *st, const char *job, int64_t step, uint32_t tensor,
 			   double *max_abs);
 

@@ -1418,6 +1418,47 @@ same_for_every_rank(struct mgr *m, const json_t *first, unsigned int world, int6
 	free(a);
 }
 
+/*
+ * Until every rank has reported the previous step, a scale may go down
+ * (a rank's values need it) but not up (the others may hold larger ones).
+ */
+static void
+test_step_partial_reports(void **state)
+{
+	struct mgr *m;
+	json_t *r;
+
+	(void)state;
+	m = open_mgr();
+	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
+	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
+	json_decref(ok(m, "tensor.register",
+		       "{\"job\": \"j\", \"tensor\": 2, \"op\": \"sum\", \"dtype\": \"bf16\"}"));
+	join_all(m, "j", 2);
+	json_decref(step(m, "j", 0, 0));
+	/* rank 0 alone: its values would allow larger scales; kept */
+	report(m, 0, 0, "{\"tensor\": 1, \"max_abs\": 1.0}, {\"tensor\": 2, \"max_abs\": 1.0}", 0);
+	r = step(m, "j", 0, 1);
+	assert_true(scale_of(r, 1) == 1024.0);
+	assert_true(scale_of(r, 2) == ldexp(1, CAIS_B16_DEFAULT_SCALE_EXP));
+	json_decref(r);
+	/* rank 0 alone again, with values the current scales do not fit: lowered */
+	report(m, 0, 1, "{\"tensor\": 1, \"max_abs\": 1e6}, {\"tensor\": 2, \"max_abs\": 1e12}", 0);
+	r = step(m, "j", 0, 2);
+	assert_true(scale_of(r, 1) == 512.0); /* 2 x 1e6 x s x 2 < 2^31 */
+	assert_true(scale_of(r, 2) == mgr_scale_rule(2, 1e12, CAIS_DT_BLOCK16));
+	assert_true(scale_of(r, 2) < ldexp(1, CAIS_B16_DEFAULT_SCALE_EXP));
+	json_decref(r);
+	/* both ranks: up again */
+	report(m, 0, 2, "{\"tensor\": 1, \"max_abs\": 1.0}", 0);
+	report(m, 1, 2, "{\"tensor\": 1, \"max_abs\": 2.0}, {\"tensor\": 2, \"max_abs\": 2.0}", 0);
+	r = step(m, "j", 1, 3);
+	assert_true(scale_of(r, 1) == ldexp(1, 27)); /* 2 x 2 x s x 2 < 2^31 */
+	assert_true(scale_of(r, 2) == ldexp(1, 52)); /* 2 x s x 2 < 2^55 */
+	json_decref(r);
+	mgr_close(m);
+}
+
 static void
 test_step_begin(void **state)
 {
@@ -1442,9 +1483,11 @@ test_step_begin(void **state)
 	same_for_every_rank(m, first, 4, 0);
 	json_decref(first);
 
-	/* the max over ranks of step 0's max_abs gives step 1's scales */
+	/* the max over ranks of step 0's max_abs gives step 1's scales (every rank reported) */
 	report(m, 0, 0, "{\"tensor\": 1, \"max_abs\": 1.0}, {\"tensor\": 2, \"max_abs\": 0}", 0);
 	report(m, 1, 0, "{\"tensor\": 1, \"max_abs\": 3.0}", 0);
+	report(m, 2, 0, "", 0);
+	report(m, 3, 0, "", 0);
 	first = step(m, "j", 3, 1);
 	assert_true(scale_of(first, 1) == ldexp(1, 26)); /* 4 x 3 x 2^26 x 2 < 2^31 */
 	assert_true(scale_of(first, 2) == ldexp(1, 30)); /* max_abs 0: the clamp */
@@ -1457,6 +1500,9 @@ test_step_begin(void **state)
 
 	/* congestion: halve, halve, then double back */
 	report(m, 1, 1, "{\"tensor\": 3, \"max_abs\": 0.5}", 3);
+	report(m, 0, 1, "", 0);
+	report(m, 2, 1, "", 0);
+	report(m, 3, 1, "", 0);
 	r = step(m, "j", 0, 2);
 	assert_int_equal(n_offload(r), 1);
 	assert_true(json_is_true(json_object_get(r, "congested")));
@@ -1583,6 +1629,8 @@ test_tensor_wire(void **state)
 	assert_true(scale_of(r, 2) == 1024.0);
 	json_decref(r);
 	report(m, 0, 0, "{\"tensor\": 1, \"max_abs\": 3.0}, {\"tensor\": 2, \"max_abs\": 3.0}", 0);
+	for (unsigned int rank = 1; rank < 4; rank++)
+		report(m, rank, 0, "", 0);
 	r = step(m, "j", 1, 1);
 	assert_true(scale_of(r, 1) == ldexp(1, 52)); /* 3 x s x 2 < 2^55 */
 	assert_true(scale_of(r, 2) == ldexp(1, 26)); /* 4 x 3 x s x 2 < 2^31 */
@@ -1818,6 +1866,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_interrupted_install, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_switch_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_begin, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_step_partial_reports, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tensor_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tensor_wire, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_upgrade, setup, teardown),
