@@ -224,14 +224,30 @@ looks_like_stats(const json_t *o)
 	       json_object_get(o, "drops");
 }
 
-/* switch.status: the scalars, then the stats where the counters look like stats.get's. */
+/*
+ * switch.status: the scalars, then the stats where the counters look like
+ * stats.get's; over a fabric (docs/PROTOCOL.md E10) so for each switch.
+ */
 void
 cli_show_switch_status(const struct cli *c, const json_t *res)
 {
+	const json_t *all = json_object_get(res, "switches"), *one;
 	const char *k;
 	json_t *v, *rest = json_object();
+	size_t i;
 
-	(void)c;
+	if (json_is_array(all)) {
+		json_object_foreach ((json_t *)res, k, v)
+			if (strcmp(k, "switches"))
+				json_object_set(rest, k, v);
+		print_tree(rest, 0);
+		json_decref(rest);
+		json_array_foreach (all, i, one) {
+			printf("\nswitch %zu of %zu:\n", i + 1, json_array_size(all));
+			cli_show_switch_status(c, one);
+		}
+		return;
+	}
 	if (looks_like_stats(res)) {
 		print_stats(res, "switch (as the manager last polled it)");
 		json_decref(rest);

@@ -199,7 +199,12 @@ ctl_stats_print(FILE *f, const json_t *stats, const char *title)
 	print_totals(f, stats);
 	print_nonzero(f, "  REJECTs sent:", json_object_get(stats, "rejects"), "none");
 	print_nonzero(f, "  drops:", json_object_get(stats, "drops"), "none");
-	fprintf(f, "  sessions: %zu\n", json_array_size(sessions));
+	if (json_is_integer(sessions)) /* a count only (cais-manager's fabric view) */
+		fprintf(f,
+			"  sessions: %" JSON_INTEGER_FORMAT " (listed by the switch's stats.get)\n",
+			json_integer_value(sessions));
+	else
+		fprintf(f, "  sessions: %zu\n", json_array_size(sessions));
 	json_array_foreach (sessions, i, s)
 		print_session(f, s);
 	fprintf(f, "  " RULE "\n");

@@ -413,6 +413,9 @@ hosts_json() { # first count: the hosts' data addresses
 } >"$WORK/fabric.json"
 cb_manager_start "$WORK/fabric.json" || cb_fatal "cais-manager did not start"
 cb_say "cais-manager $CB_MGR: holds the three switches' leases"
+cb_mctl switch.status >"$WORK/switch-status.txt" 2>&1 &&
+	grep -q '^switch 3 of 3' "$WORK/switch-status.txt" && grep -q 'leaf-b' "$WORK/switch-status.txt" ||
+	cb_case_fail "f: cais-ctl switch.status does not show the three switches ($WORK/switch-status.txt)"
 sessions_on() { # k: how many sessions switch k holds
 	stat_of "$1" sessions | /usr/bin/python3 -c 'import ast, sys; print(len(ast.literal_eval(sys.stdin.read())))' 2>/dev/null
 }
