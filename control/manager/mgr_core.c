@@ -909,7 +909,10 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
  *   `limit` of them. Congestion policy: when any rank reported CONGESTED
  *   for step - 1, limit halves (from what the previous step offloaded,
  *   down to 0); a step without congestion doubles it back (at least 1)
- *   until every tensor is offloaded again.
+ *   until every tensor is offloaded again. While a switch of the job's
+ *   layout does not answer the manager's polls, nothing is offloaded (and
+ *   the answer names it): once its lease runs out it forwards only, and
+ *   every collective sent to it would first wait to judge it silent.
  */
 static int
 compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
@@ -919,6 +922,9 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 	json_t *ans, *offload = json_array(), *scales = json_array();
 	bool congested = false, newest = step > j->last_step;
 	unsigned int reported = 0;
+	const char *down = NULL;
+	struct job_layout l;
+	char why[256];
 	int rc;
 
 	if ((rc = mgr_store_tensors(m->store, j->name, t, MGR_MAX_TENSORS, &n)) ||
@@ -949,8 +955,12 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 		limit = limit ? 2 * limit : 1;
 	if (limit > installed)
 		limit = installed;
+	if (j->offload && layout(m, j, &l, why, sizeof(why)) == 0)
+		for (unsigned int k = 0; k < l.plan.n && !down; k++)
+			if (!mgr_switch_reachable(m, l.plan.part[k].sw))
+				down = m->sw[l.plan.part[k].sw].text;
 	for (unsigned int i = 0; i < n; i++) {
-		if (j->offload && t[i].installed && taken < limit) {
+		if (j->offload && !down && t[i].installed && taken < limit) {
 			json_array_append_new(offload, json_integer(t[i].id));
 			taken++;
 		}
@@ -960,6 +970,8 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 	}
 	ans = json_pack("{s:I, s:o, s:o, s:b}", "step", (json_int_t)step, "offload", offload,
 			"scales", scales, "congested", congested);
+	if (ans && down)
+		json_object_set_new(ans, "unreachable", json_string(down));
 	if (newest) {
 		j->limit = !congested && limit == installed ? -1 : (int32_t)limit;
 		j->last_step = step;
@@ -985,6 +997,10 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 			"job '%s' step %lld: congestion reported, %u of %u tensors "
 			"offloaded",
 			j->name, (long long)step, taken, installed);
+	if (down)
+		mgr_log(MGR_LOG_WARN,
+			"job '%s' step %lld: switch %s unreachable: nothing offloaded", j->name,
+			(long long)step, down);
 	*out = ans;
 	return 0;
 fail_ans:

@@ -22,6 +22,7 @@ struct mgr_switch_state {
 	json_t *stats;	      /**< the last stats.get result, NULL before one */
 	int64_t polled_ms;    /**< when (mgr_now_ms) */
 	bool reachable;	      /**< the last poll got an answer */
+	unsigned int poll_fail_run; /**< polls unanswered since the last answer */
 	char poll_error[256]; /**< why the last poll failed */
 	int64_t lease_ok_ms;  /**< last renewal that succeeded, 0 never */
 	uint64_t leases, lease_failures;
@@ -84,6 +85,13 @@ int mgr_switch_call(struct mgr *m, unsigned int k, const char *cmd, json_t *args
  *         false with the reason
  */
 bool mgr_admit(struct mgr *m, unsigned int k, uint32_t slots, char *reason, size_t cap);
+
+/**
+ * Is switch k there for the data path: it answered one of its last two
+ * polls (one lost reply on a loaded machine is not a switch down), or none
+ * was made yet?
+ */
+bool mgr_switch_reachable(struct mgr *m, unsigned int k);
 
 /** The switch.status result: the one switch, or each of the fabric's. */
 void mgr_switch_status(struct mgr *m, json_t *result);

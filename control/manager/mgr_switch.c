@@ -76,6 +76,7 @@ poll_stats(struct mgr *m, unsigned int k, int64_t now)
 	was = st->reachable || !st->polled_ms;
 	st->polled_ms = now ? now : 1;
 	st->reachable = rc == 0;
+	st->poll_fail_run = rc == 0 ? 0 : st->poll_fail_run + 1;
 	if (rc == 0) {
 		const json_t *up = json_object_get(res, "uptime_s");
 
@@ -336,6 +337,17 @@ mgr_switch_status(struct mgr *m, json_t *res)
 	if (m->fabric.mode == MGR_FABRIC_TREE)
 		json_object_set_new(res, "spine", json_string(m->fabric.sw[m->fabric.spine].name));
 	json_object_set_new(res, "switches", all);
+}
+
+bool
+mgr_switch_reachable(struct mgr *m, unsigned int k)
+{
+	bool r;
+
+	pthread_mutex_lock(&m->st_lock);
+	r = m->sw[k].st.poll_fail_run < 2;
+	pthread_mutex_unlock(&m->st_lock);
+	return r;
 }
 
 unsigned int

@@ -1419,6 +1419,46 @@ same_for_every_rank(struct mgr *m, const json_t *first, unsigned int world, int6
 }
 
 /*
+ * While the switch does not answer two polls in a row, a step offloads
+ * nothing (and names it); once it answers again, everything.
+ */
+static void
+test_step_switch_down(void **state)
+{
+	struct mgr *m;
+	json_t *r;
+	int64_t now = mgr_now_ms();
+
+	(void)state;
+	conf.poll_ms = 1000;
+	m = open_mgr();
+	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
+	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
+	join_all(m, "j", 2);
+	r = step(m, "j", 0, 0);
+	assert_int_equal(n_offload(r), 1);
+	assert_null(json_object_get(r, "unreachable"));
+	json_decref(r);
+	fake_silence(true);
+	mgr_tick(m, now); /* one poll unanswered: not yet */
+	r = step(m, "j", 1, 1);
+	assert_int_equal(n_offload(r), 1);
+	json_decref(r);
+	mgr_tick(m, now + 1000); /* two */
+	r = step(m, "j", 1, 2);
+	assert_int_equal(n_offload(r), 0);
+	assert_non_null(strstr(json_string_value(json_object_get(r, "unreachable")), "127.0.0.1:"));
+	json_decref(r);
+	fake_silence(false);
+	mgr_tick(m, now + 2000);
+	r = step(m, "j", 0, 3);
+	assert_int_equal(n_offload(r), 1);
+	assert_null(json_object_get(r, "unreachable"));
+	json_decref(r);
+	mgr_close(m);
+}
+
+/*
  * Until every rank has reported the previous step, a scale may go down
  * (a rank's values need it) but not up (the others may hold larger ones).
  */
@@ -1867,6 +1907,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_switch_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_begin, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_partial_reports, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_step_switch_down, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tensor_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tensor_wire, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_upgrade, setup, teardown),
