@@ -900,11 +900,13 @@ cmd_tensor_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_e
 /*
  * The answer of (job, step), computed when the first rank asks:
  * - scales: per tensor, mgr_scale_rule() on the max over ranks of the
- *   max_abs reported for step - 1; a tensor without a report keeps its
- *   current scale (the default before any report). Until every rank has
- *   reported step - 1 the scale may go down, never up: the ranks that have
- *   not reported yet may hold larger values (their report comes just
- *   before their own step.begin, the first rank's may come before theirs);
+ *   max_abs of each rank's latest report (of step - 1, else of step - 2);
+ *   a tensor without a report keeps its current scale (the default before
+ *   any report). The first rank may ask before the others have reported
+ *   step - 1 (each reports just before its own step.begin), but all have
+ *   reported step - 2 (they took part in step - 1's collectives since).
+ *   While some rank has neither, the scale may go down, never up: that
+ *   rank may hold larger values;
  * - offload: the tensors installed on the switch, in id order, the first
  *   `limit` of them. Congestion policy: when any rank reported CONGESTED
  *   for step - 1, limit halves (from what the previous step offloaded,
@@ -928,14 +930,15 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 	int rc;
 
 	if ((rc = mgr_store_tensors(m->store, j->name, t, MGR_MAX_TENSORS, &n)) ||
-	    (step > 0 && (rc = mgr_store_step_reports(m->store, j->name, step - 1, &congested,
-						      &reported))))
+	    (step > 0 &&
+	     ((rc = mgr_store_step_congested(m->store, j->name, step - 1, &congested)) ||
+	      (rc = mgr_store_latest_ranks(m->store, j->name, step - 1, &reported)))))
 		goto fail;
 	for (unsigned int i = 0; i < n; i++) {
 		double max_abs = -1;
 
 		if (step > 0 &&
-		    (rc = mgr_store_step_max_abs(m->store, j->name, step - 1, t[i].id, &max_abs)))
+		    (rc = mgr_store_latest_max_abs(m->store, j->name, step - 1, t[i].id, &max_abs)))
 			goto fail;
 		if (max_abs >= 0) {
 			double s = mgr_scale_rule(j->world, max_abs, t[i].wire);

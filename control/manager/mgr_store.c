@@ -549,35 +549,50 @@ mgr_store_report_put(struct mgr_store *st, const char *job, const struct mgr_rep
 }
 
 int
-mgr_store_step_reports(struct mgr_store *st, const char *job, int64_t step, bool *congested,
-		       unsigned int *ranks)
+mgr_store_step_congested(struct mgr_store *st, const char *job, int64_t step, bool *congested)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	if ((rc = prep(st, &s,
-		       "SELECT count(*), coalesce(sum(congested > 0), 0) FROM reports"
-		       " WHERE job = ? AND step = ?",
+		       "SELECT count(*) FROM reports WHERE job = ? AND step = ? AND congested > 0",
 		       "ti", job, step)))
 		return rc;
 	rc = sqlite3_step(s);
-	*ranks = rc == SQLITE_ROW ? (unsigned int)sqlite3_column_int64(s, 0) : 0;
-	*congested = rc == SQLITE_ROW && sqlite3_column_int64(s, 1) > 0;
+	*congested = rc == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0;
 	sqlite3_finalize(s);
 	return rc == SQLITE_ROW ? 0 : sql_fail(st, "reports");
 }
 
 int
-mgr_store_step_max_abs(struct mgr_store *st, const char *job, int64_t step, uint32_t tensor,
-		       double *max_abs)
+mgr_store_latest_ranks(struct mgr_store *st, const char *job, int64_t step, unsigned int *ranks)
 {
 	sqlite3_stmt *s;
 	int rc;
 
 	if ((rc = prep(st, &s,
-		       "SELECT max(max_abs) FROM report_tensors WHERE job = ? AND step = ?"
-		       " AND tensor = ?",
-		       "tii", job, step, (int64_t)tensor)))
+		       "SELECT count(DISTINCT rank) FROM reports WHERE job = ? AND step >= ?"
+		       " AND step <= ?",
+		       "tii", job, step - 1, step)))
+		return rc;
+	rc = sqlite3_step(s);
+	*ranks = rc == SQLITE_ROW ? (unsigned int)sqlite3_column_int64(s, 0) : 0;
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 0 : sql_fail(st, "reports");
+}
+
+int
+mgr_store_latest_max_abs(struct mgr_store *st, const char *job, int64_t step, uint32_t tensor,
+			 double *max_abs)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if ((rc = prep(st, &s,
+		       "SELECT max(max_abs) FROM report_tensors WHERE job = ? AND tensor = ?"
+		       " AND (step = ? OR (step = ? AND rank NOT IN"
+		       " (SELECT rank FROM reports WHERE job = ? AND step = ?)))",
+		       "tiiiti", job, (int64_t)tensor, step, step - 1, job, step)))
 		return rc;
 	rc = sqlite3_step(s);
 	*max_abs = rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL

@@ -130,14 +130,16 @@ struct mgr_report {
 int mgr_store_report_put(struct mgr_store *st, const char *job, const struct mgr_report *r);
 
 /**
- * The reports of (job, step): how many ranks reported it and whether any
- * said congested; and the max over ranks of max_abs for tensor (a negative
- * *max_abs when none reported it).
+ * The reports of (job, step): whether any said congested. Each rank's
+ * latest report as of step (its report of step, else of step - 1): how
+ * many ranks have one, and the max over them of max_abs for tensor (a
+ * negative *max_abs when none reported it).
  */
-int mgr_store_step_reports(struct mgr_store *st, const char *job, int64_t step, bool *congested,
+int mgr_store_step_congested(struct mgr_store *st, const char *job, int64_t step, bool *congested);
+int mgr_store_latest_ranks(struct mgr_store *st, const char *job, int64_t step,
 			   unsigned int *ranks);
-int mgr_store_step_max_abs(struct mgr_store *st, const char *job, int64_t step, uint32_t tensor,
-			   double *max_abs);
+int mgr_store_latest_max_abs(struct mgr_store *st, const char *job, int64_t step, uint32_t tensor,
+			     double *max_abs);
 
 /** A step's answer (JSON text): 0 with *text (malloc'ed), -ENOENT. */
 int mgr_store_answer_get(struct mgr_store *st, const char *job, int64_t step, char **text);

@@ -1459,8 +1459,9 @@ test_step_switch_down(void **state)
 }
 
 /*
- * Until every rank has reported the previous step, a scale may go down
- * (a rank's values need it) but not up (the others may hold larger ones).
+ * Scales come from each rank's latest report (of the previous step, else
+ * of the one before); while a rank has neither, a scale may go down (the
+ * reports so far need it) but not up (that rank may hold larger values).
  */
 static void
 test_step_partial_reports(void **state)
@@ -1495,6 +1496,16 @@ test_step_partial_reports(void **state)
 	r = step(m, "j", 1, 3);
 	assert_true(scale_of(r, 1) == ldexp(1, 27)); /* 2 x 2 x s x 2 < 2^31 */
 	assert_true(scale_of(r, 2) == ldexp(1, 52)); /* 2 x s x 2 < 2^55 */
+	json_decref(r);
+	/* rank 0 reports step 3, rank 1 not yet: rank 1's latest is its step 2's (2.0) */
+	report(m, 0, 3, "{\"tensor\": 1, \"max_abs\": 0.5}", 0);
+	r = step(m, "j", 0, 4);
+	assert_true(scale_of(r, 1) == ldexp(1, 27));
+	json_decref(r);
+	/* rank 1 reports step 4, rank 0 not yet: rank 0's latest is its step 3's (0.5) */
+	report(m, 1, 4, "{\"tensor\": 1, \"max_abs\": 0.25}", 0);
+	r = step(m, "j", 1, 5);
+	assert_true(scale_of(r, 1) == ldexp(1, 29)); /* 2 x 0.5 x s x 2 < 2^31 */
 	json_decref(r);
 	mgr_close(m);
 }
