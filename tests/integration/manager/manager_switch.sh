@@ -224,6 +224,10 @@ for r in 1 2 3; do
 done
 say "step 0, every rank: $a0"
 mg_ok stats.report '{"job": "it-a", "rank": 2, "step": 0, "tensors": [{"tensor": 1, "max_abs": 3.0}], "collectives": 8, "fallbacks": 0, "errors": 0, "congested": 0}' >/dev/null
+# every rank's report: a scale goes up only on all of them (docs/PROTOCOL.md E3)
+for r in 0 1 3; do
+	mg_ok stats.report "{\"job\": \"it-a\", \"rank\": $r, \"step\": 0, \"tensors\": [], \"collectives\": 8, \"fallbacks\": 0, \"errors\": 0, \"congested\": 0}" >/dev/null
+done
 a1=$(mg_ok step.begin '{"job": "it-a", "rank": 3, "step": 1}')
 expect "step 1 scale of tensor 1 (4 x 3 x s x 2 < 2^31)" "$(mg --get scales.0.scale step.begin '{"job": "it-a", "rank": 0, "step": 1}')" 67108864.0
 expect "step 1 for rank 1" "$(mg_ok step.begin '{"job": "it-a", "rank": 1, "step": 1}')" "$a1"
