@@ -4,16 +4,17 @@
  * cais-manager's core (docs/PROTOCOL.md E3), without sockets: the cluster's
  * control daemon grants tenant and session ids from a store that survives
  * restarts (SQLite), keeps the jobs and their tensors, installs sessions and
- * tensors on the switch (ctl_call() to its endpoint), renews the switch's
- * lease, polls its counters, applies the admission thresholds, and answers
- * step.begin once per (job, step) with the offload list and the scales.
+ * tensors on the switch, or on the switches of a --fabric (E10: a tree or
+ * stripes; ctl_call() to each endpoint), renews each switch's lease, polls
+ * its counters, applies the admission thresholds, and answers step.begin
+ * once per (job, step) with the offload list and the scales.
  *
  * The daemon (main.c) puts mgr_handle() behind a ctl_endpoint (handler mode)
  * and calls mgr_tick() from a thread of its own; tests call both directly.
  * mgr_handle() serves one request at a time (it takes the manager's lock);
- * mgr_tick() may run concurrently with it: the switch's lease and counters
- * have a lock of their own, and every call to the switch is serialised (the
- * switch's endpoint refuses a ts that is not newer than the last one).
+ * mgr_tick() may run concurrently with it: the switches' leases and counters
+ * have a lock of their own, and the calls to each switch are serialised
+ * (its endpoint refuses a ts that is not newer than the last one).
  */
 #ifndef MGR_H
 #define MGR_H
