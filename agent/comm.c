@@ -542,6 +542,7 @@ flows_open(struct cais_comm *c)
 		  .elems = cfg->elems,
 		  .first_seq = cfg->first_seq,
 		  .retx_timeout_us = cfg->retx_timeout_us,
+		  .first_timeout_us = AG_FIRST_RTO_US,
 		  .retries = cfg->retries,
 		  .sw = cfg->switch_addr},
 	    .world = cfg->world,

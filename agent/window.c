@@ -24,7 +24,6 @@ struct ag_window_entry {
 	uint16_t tries;	  /**< retransmissions so far (the backoff) */
 	uint16_t strikes; /**< retransmissions the switch has not acknowledged (silence) */
 	bool acked;	  /**< an ACK said the DATA is in: the round waits for others */
-	bool ack_first;	  /**< ... and it answered the first retransmission */
 	bool probe;	  /**< retransmitted as the window's probe (retransmit_now()) */
 	uint16_t count;	  /**< elements */
 	uint8_t dtype;	  /**< wire dtype */
@@ -50,7 +49,10 @@ struct ag_window {
 	uint32_t base;		   /**< oldest seq the window may still hold */
 	uint32_t next;		   /**< the seq after the last one put in */
 	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
+	unsigned int backoff;	   /**< bursts since the last RTT sample: the timer's doublings */
 	uint64_t heard;		   /**< when the switch last sent this flow anything */
+	bool answered;		   /**< ... and whether it ever has (cold()) */
+	uint64_t first_tx;	   /**< when its first DATA went (cold()), 0: not yet */
 	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
 	uint32_t last_result;	   /**< the seq of the latest of them */
 	uint64_t heard_result;	   /**< when the last RESULT came */
@@ -188,16 +190,19 @@ ag_window_fd(const struct ag_window *w)
 
 /*
  * The retransmission timer after tries retransmissions: the RTT estimate
- * (it learns how long rounds wait for other ranks, see handle_result()),
- * at least the configured floor, at most AG_RTO_MAX_US; doubled per try up
- * to AG_RETX_CAP_US or the estimate, whichever is larger.
+ * (it learns how long rounds wait for other ranks, see handle_result();
+ * before its first sample the first timer), at least the configured floor, at most AG_RTO_MAX_US; doubled per try,
+ * and per burst since the last RTT sample (w->backoff), up to
+ * AG_RETX_CAP_US or the estimate, whichever is larger.
  */
 static uint64_t
 rto(const struct ag_window *w, unsigned int tries)
 {
 	uint64_t floor_ns = (uint64_t)w->conf.retx_timeout_us * 1000;
 	uint64_t cap = (uint64_t)AG_RETX_CAP_US * 1000, max = (uint64_t)AG_RTO_MAX_US * 1000;
-	uint64_t t = w->srtt ? w->srtt + 4 * w->rttvar : floor_ns;
+	uint64_t first_ns = (uint64_t)w->conf.first_timeout_us * 1000;
+	uint64_t t = w->srtt ? w->srtt + 4 * w->rttvar : first_ns;
+	unsigned int shift = tries + w->backoff;
 
 	if (t < floor_ns)
 		t = floor_ns;
@@ -205,7 +210,7 @@ rto(const struct ag_window *w, unsigned int tries)
 		t = max;
 	if (cap < t)
 		cap = t;
-	t <<= tries < 6 ? tries : 6;
+	t <<= shift < 6 ? shift : 6;
 	return t < cap ? t : cap;
 }
 
@@ -231,6 +236,7 @@ rtt_sample(struct ag_window *w, uint64_t sample)
 {
 	uint64_t err;
 
+	w->backoff = 0;
 	if (!w->srtt) {
 		w->srtt = sample;
 		w->rttvar = sample / 2;
@@ -284,7 +290,7 @@ ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->ack_first = e->probe = false;
+	e->acked = e->probe = false;
 	e->count = count;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, count);
@@ -310,7 +316,7 @@ ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->ack_first = e->probe = false;
+	e->acked = e->probe = false;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, e->count);
 	e->hdr.dtype = dtype;
@@ -390,8 +396,6 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 	count(&w->st.acks, 1);
 	if (e->unsent)
 		return; /* an answer to a transmission before a redo */
-	if (!e->acked && e->tries == 1)
-		e->ack_first = true;
 	e->acked = true;
 	e->strikes = 0;
 	/* peers' FETCH recovery asks (fetch.h AG_HAVE_ACKED); a stalled chunk
@@ -410,11 +414,14 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 }
 
 /*
- * The RESULT of a chunk in the window. Its round trip is a sample for the
- * timer when it is unambiguous: the chunk was never retransmitted, or the
- * switch acknowledged its first retransmission (so the first DATA was in
- * and the time is how long the round waited for the others, which is what
- * the timer has to learn on machines whose cores ranks share).
+ * The RESULT of a chunk in the window. Its round trip since the first DATA
+ * is a sample for the timer when the chunk was never retransmitted, or when
+ * the switch acknowledged one of its retransmissions: a DATA of it was in
+ * and the round waited for other ranks, which is what the timer has to
+ * learn on machines whose cores ranks share. (Karn's rule alone would keep
+ * exactly those rounds out: when every chunk of a collective waits for a
+ * late rank, every one is probed or burst, and the timer would never learn
+ * the wait. Where the first DATA was lost the sample is one timer long.)
  */
 static void
 handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
@@ -423,7 +430,7 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	void *owner = e->owner;
 	uint32_t idx = e->idx;
 
-	if (e->tries == 0 || e->ack_first)
+	if (e->tries == 0 || e->acked)
 		rtt_sample(w, now - e->t_first);
 	w->results++;
 	w->last_result = e->seq;
@@ -454,6 +461,7 @@ handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct soc
 	if (f.tenant != w->conf.tenant || f.session != w->conf.session)
 		return;
 	w->heard = now;
+	w->answered = true;
 	e = entry(w, f.seq);
 	if (!holds(e, f.seq) || e->tensor != f.tensor ||
 	    ntohs(h->slot) != cais_slot_field(f.seq, w->conf.slots))
@@ -567,6 +575,8 @@ batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 			e->res_mark = w->results;
 			e->t_sent = now;
 			if (b->fresh[i]) {
+				if (!w->first_tx)
+					w->first_tx = now;
 				e->unsent = false;
 				e->t_first = now;
 				e->deadline = now + rto(w, 0);
@@ -663,6 +673,10 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 	if (w->probe_out && w->probe_missed) { /* two probes without an answer: a loss */
 		w->probe_out = w->probe_missed = false;
 		w->burst_until = now + 2 * rto(w, 0);
+		/* or a switch or ranks slower than the timer: until a RESULT
+		 * gives a sample again, the timer doubles (Karn's backoff) */
+		if (w->backoff < 6)
+			w->backoff++;
 		return true;
 	}
 	/* a probe; after one unanswered for a timer, one more, given twice the wait */
@@ -675,6 +689,31 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 	return true;
 }
 
+/*
+ * Whether chunks waiting for their first transmission must wait: until the
+ * switch has answered this flow at all, one chunk is in flight at a time,
+ * for a timer at most. The first packets to an address wait in the
+ * kernel's neighbour queue while ARP resolves it, and that queue holds
+ * only a few (sysctl net.ipv4.neigh.*.unres_qlen_bytes, 208 KiB: a dozen
+ * DATA of 8 KiB): a window's burst would lose the rest, and every lost
+ * chunk would wait a timer. The one chunk's RESULT (or ACK, or REJECT)
+ * opens the window; so does its timer, answered or not (a host that gets
+ * nothing back, a firewall, is not held to one chunk at a time).
+ */
+static bool
+cold(const struct ag_window *w, uint64_t now)
+{
+	if (w->answered || (w->first_tx && now - w->first_tx >= rto(w, 0)))
+		return false;
+	for (uint32_t seq = w->base; seq != w->next; seq++) {
+		const struct ag_window_entry *e = entry(w, seq);
+
+		if (holds(e, seq) && !e->unsent)
+			return true;
+	}
+	return false;
+}
+
 void
 ag_window_tx(struct ag_window *w, uint64_t now)
 {
@@ -685,15 +724,22 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 		uint32_t seq;
 	} silent[AG_BATCH];
 	unsigned int n_silent = 0;
+	bool wait_first;
 
 	b.n = 0;
 	advance_base(w);
+	wait_first = cold(w, now);
 	for (uint32_t seq = w->base; seq != w->next; seq++) {
 		struct ag_window_entry *e = entry(w, seq);
 
 		if (!holds(e, seq) ||
 		    (!e->unsent && (int64_t)(now - e->deadline) < 0 && !loss_evident(w, e, now)))
 			continue;
+		if (e->unsent) {
+			if (wait_first)
+				continue;
+			wait_first = !w->answered; /* this one goes alone */
+		}
 		if (!e->unsent &&
 		    (e->acked /* ACKED, or silent when stalled */
 			 ? !loss_evident(w, e, now) && (int64_t)(now - e->ack_until) < 0
@@ -731,6 +777,7 @@ uint64_t
 ag_window_next_timer(const struct ag_window *w, uint64_t now)
 {
 	uint64_t t = UINT64_MAX;
+	bool wait_first = cold(w, now);
 
 	if (w->blocked)
 		return now + 100000; /* a tenth of a millisecond: try the socket again */
@@ -739,8 +786,13 @@ ag_window_next_timer(const struct ag_window *w, uint64_t now)
 
 		if (!holds(e, seq))
 			continue;
-		if (e->unsent)
-			return now;
+		if (e->unsent) {
+			if (!wait_first)
+				return now;
+			if (w->first_tx + rto(w, 0) < t) /* the answer, or this (cold()) */
+				t = w->first_tx + rto(w, 0);
+			continue;
+		}
 		if (e->deadline < t)
 			t = e->deadline;
 	}

@@ -29,6 +29,8 @@
 #define AG_RETX_CAP_US	   20000u
 /** The learned timer (how long rounds wait for other ranks) stops here. */
 #define AG_RTO_MAX_US	   100000u
+/** The timer before a flow's first RTT sample (ag_window_conf.first_timeout_us). */
+#define AG_FIRST_RTO_US	   AG_RETX_CAP_US
 /** After an ACK a chunk waits twice its wait so far, at most this. */
 #define AG_ACK_WAIT_MAX_US 500000u
 /** A switch is silent only after it sent a flow nothing for this long (E6). */
@@ -58,6 +60,12 @@ struct ag_window_conf {
 	uint16_t elems;		  /**< elements per packet E */
 	uint32_t first_seq;	  /**< the first seq this flow may send */
 	uint32_t retx_timeout_us; /**< the timer's floor */
+	/**
+	 * The timer before the first RTT sample (at least the floor; 0: the
+	 * floor). Until a RESULT says how long this flow's rounds take, a
+	 * timer as short as the floor takes every late first round for a loss.
+	 */
+	uint32_t first_timeout_us;
 	uint32_t retries;	  /**< unacknowledged retransmissions before a chunk may be silent */
 	struct sockaddr_in local; /**< this rank's data address (the socket binds it) */
 	struct sockaddr_in sw;	  /**< the aggregator */

@@ -7,8 +7,10 @@
  * answers by hand (ACK, RESULT: the DATA's own header and payload sent
  * back).
  *
- * Timer floor 1 ms, no RTT sample (no chunk here is answered unambiguously),
- * so the timer is 1 ms and twice that after one retransmission.
+ * Timer floor 1 ms, and the same before the first RTT sample (but in
+ * t_first_timer), which most tests never give (no chunk is answered
+ * unambiguously), so the timer is 1 ms and twice that after one
+ * retransmission.
  */
 #include <errno.h>
 #include <poll.h>
@@ -71,8 +73,11 @@ on_silent(void *ctx, void *owner, uint32_t seq)
 		f->silent_at = f->now;
 }
 
+/* ag_window_conf.first_timeout_us of the next fixture (0: the floor) */
+static uint32_t first_timeout_us;
+
 static int
-setup(void **state)
+open_window(void **state)
 {
 	static struct fixture f;
 	struct ag_window_conf conf = {.tenant = 1,
@@ -81,6 +86,7 @@ setup(void **state)
 				      .slots = 16,
 				      .elems = ELEMS,
 				      .retx_timeout_us = 1000,
+				      .first_timeout_us = first_timeout_us,
 				      .retries = 8};
 	struct ag_window_events ev = {
 	    .ctx = &f, .result = on_result, .reject = on_reject, .silent = on_silent};
@@ -102,6 +108,28 @@ setup(void **state)
 	return 0;
 }
 
+static void answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms);
+
+/*
+ * A window that has heard the switch: an ACK for a seq it does not hold,
+ * 10 s before T0 (so not recent: the flow was idle since). Before the
+ * switch answers anything, one chunk goes at a time (t_first_alone).
+ */
+static int
+setup(void **state)
+{
+	struct fixture *f;
+	struct cais_fields h;
+
+	open_window(state);
+	f = *state;
+	cais_data_fields(&h, 1, 1, 1, 1000, 16, 0, 0);
+	cais_hdr_build((struct cais_hdr *)f->last[0], &h);
+	answer_at(f, 0, CAIS_TYPE_ACK, -9999.0);
+	memset(f->last[0], 0, sizeof(f->last[0]));
+	return 0;
+}
+
 static int
 teardown(void **state)
 {
@@ -109,7 +137,15 @@ teardown(void **state)
 
 	ag_window_close(f->w);
 	close(f->sw);
+	first_timeout_us = 0;
 	return 0;
+}
+
+static int
+setup_first_timer(void **state)
+{
+	first_timeout_us = 5000;
+	return setup(state);
 }
 
 /* The DATA the window sent since the last call: how many were retransmissions. */
@@ -172,7 +208,7 @@ answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
 	    sendto(f->sw, buf, len, 0, (const struct sockaddr *)&f->host, sizeof(f->host)),
 	    (ssize_t)len);
 	assert_int_equal(poll(&p, 1, 1000), 1);
-	f->now = T0 + (uint64_t)(t_ms * MS);
+	f->now = (uint64_t)((double)T0 + t_ms * MS);
 	ag_window_rx(f->w, f->now);
 }
 
@@ -245,6 +281,100 @@ t_probe_chain(void **state)
 }
 
 /*
+ * Two probes unanswered, a burst: until a RESULT gives an RTT sample the
+ * timer doubles (Karn's backoff), so a switch or ranks slower than the
+ * timer do not get a burst every few timers. The RESULT of a chunk whose
+ * retransmission was ACKed is a sample (its round waited for others), and
+ * it ends the backoff.
+ */
+static void
+t_burst_backoff(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 1.1), 1);
+	assert_int_equal(tx_at(f, 2.2), 1);
+	assert_int_equal(tx_at(f, 3.3), 0);
+	assert_int_equal(tx_at(f, 4.5), NCHUNK); /* the burst */
+	/* seqs 2, 3: one retransmission and one burst, four timers (not two) */
+	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + 8500000ull);
+	answer_at(f, 2, CAIS_TYPE_ACK, 5.0);
+	answer_at(f, 2, CAIS_TYPE_RESULT, 5.5); /* a sample of 5.5 ms */
+	assert_int_equal(f->results, 1);
+	assert_int_equal(tx_at(f, 6.6), 0);
+	/* seq 3 is due, a RESULT came 3 ms ago: look again a timer later,
+	 * 5.5 + 4 x 2.75 = 16.5 ms (were the backoff left: 20, the cap) */
+	assert_int_equal(tx_at(f, 8.5), 0);
+	assert_int_equal(tx_at(f, 12.5), 0); /* seqs 0 and 1 due, the same */
+	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + 25000000ull);
+}
+
+/*
+ * Before the switch has answered the flow at all, one chunk is in flight:
+ * the others would wait in the kernel's neighbour queue while ARP resolves
+ * the switch's address, and most would be lost. Its RESULT opens the
+ * window; a chunk forgotten (its collective went elsewhere) lets the next go.
+ */
+static void
+t_first_alone(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int fresh = 0;
+
+	for (uint32_t s = 0; s < NCHUNK; s++)
+		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+	assert_int_equal(tx_at(f, 0), 0);
+	assert_int_equal(retransmitted(f, &fresh), 0);
+	/* tx_at read them: one went, fresh */
+	assert_int_equal(ag_window_state(f->w, 0), AG_W_INFLIGHT);
+	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + MS); /* not now: no spin */
+	assert_int_equal(tx_at(f, 0.5), 0);
+	answer_at(f, 0, CAIS_TYPE_RESULT, 0.6);
+	f->now = T0 + 600000;
+	ag_window_tx(f->w, f->now);
+	assert_int_equal(retransmitted(f, &fresh), 0);
+	assert_int_equal(fresh, NCHUNK - 1);
+}
+
+static void
+t_first_forgotten(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int fresh = 0;
+
+	ag_window_send(f->w, 0, 1, CAIS_DT_FIXED32, ELEMS, f->payload[0], f, 0, &f->retx);
+	ag_window_send(f->w, 1, 1, CAIS_DT_FIXED32, ELEMS, f->payload[1], f + 1, 1, &f->retx);
+	f->now = T0;
+	ag_window_tx(f->w, f->now);
+	assert_int_equal(retransmitted(f, &fresh), 0);
+	assert_int_equal(fresh, 1);
+	ag_window_forget(f->w, f); /* seq 0's owner */
+	ag_window_tx(f->w, f->now);
+	assert_int_equal(retransmitted(f, &fresh), 0);
+	assert_int_equal(fresh, 1);
+	assert_int_equal(ag_window_state(f->w, 1), AG_W_INFLIGHT);
+}
+
+/* Before the first RTT sample the timer is the first timer (5 ms), not the floor. */
+static void
+t_first_timer(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 1.1), 0);
+	assert_int_equal(tx_at(f, 4.9), 0);
+	assert_int_equal(tx_at(f, 5.1), 1); /* the probe */
+	answer_at(f, 1, CAIS_TYPE_RESULT, 5.2); /* never retransmitted: a sample */
+	/* seqs 2, 3 due at 10.1 (a timer after the probe): a RESULT 5 ms ago,
+	 * and the timer is 5.2 + 4 x 2.6 = 15.6 ms now: no probe */
+	assert_int_equal(tx_at(f, 10.2), 0);
+	/* seq 0's, from its probe: twice the first timer */
+	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + 15100000ull);
+}
+
+/*
  * Nothing ever comes back: silent once twice the retries went unanswered
  * (judged_silent(); 16 at a backoff capped at 20 ms: about 0.3 s), not at
  * the first timers, and within AG_QUIET_US at the latest.
@@ -274,6 +404,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_late_ack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_probe_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_silent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
+	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
+	    cmocka_unit_test_setup_teardown(t_first_timer, setup_first_timer, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
