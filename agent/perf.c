@@ -174,7 +174,10 @@ usage_collectives(FILE *f, const struct cais_config *d)
 		"                        the ring, which ends only when every rank has issued it:\n"
 		"                        the ranks start each timed collective together, so its\n"
 		"                        time does not include the others' input filling and\n"
-		"                        checking (it takes one seq per collective)\n\n",
+		"                        checking; with --check another after it, before the\n"
+		"                        check, so that no rank checks (a CPU-bound pass) while\n"
+		"                        another's collective is timed on shared cores (one seq\n"
+		"                        each)\n\n",
 		d->threshold);
 }
 
@@ -1161,8 +1164,18 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		sr->fb[st.fallback < CAIS_FB_COUNT ? st.fallback : 0]++;
 	if (it >= o->warmup)
 		sr->times[sr->timed++] = t1 - t0;
-	if (o->check)
+	if (o->check) {
+		/* with --sync, no rank checks beside another's timed collective */
+		if (o->sync && (rc = line_up(o, comm, t)) != 0) {
+			fprintf(stderr,
+				PROG ": rank %u: %zu bytes, iteration %u: the --sync all-reduce "
+				     "failed: %s (%d); stopping\n",
+				o->rank, sr->bytes, it, cais_strerror(rc), rc);
+			t->failed = true;
+			return false;
+		}
 		check(o, recv, sr->count, key, &st, sr->bytes, it, &sr->chk);
+	}
 	return true;
 }
 

@@ -15,8 +15,9 @@
 #   mpi     OpenMPI's MPI_Allreduce (bench/mpi_allreduce.c, f32 only; TCP over
 #           the data network, so through the same switch as forwarded traffic)
 # Medians over the timed iterations; the time of a size is the slowest
-# rank's median, the ranks lined up before each iteration (--sync /
-# barriers). For each in-network way, from the switch's counters over its
+# rank's median, the ranks lined up before each iteration and again before
+# checking its result (--sync / barriers: no rank's check runs beside
+# another's timed collective on the shared cores). For each in-network way, from the switch's counters over its
 # run: the share of DATA that were retransmissions and the bytes on the
 # wire per element per host each way (port counters). Prints a table per
 # rank count, the speed-ups and the crossover sizes, writes CSV. Needs root.
@@ -95,10 +96,12 @@ writes CSV.
   --help           this text
 
 Times: per size the median over the timed iterations of each rank's
-all-reduce, issue to completion, after an untimed line-up of every rank; the
-slowest rank's median is the size's time. On a 2-core machine the switch
-busy-polls one core and all the hosts share the other: the figures compare
-the three ways under the same constraint, not a NIC's line rate.
+all-reduce, issue to completion, after an untimed line-up of every rank (and
+another before its result is checked, so that no rank checks while another
+is timed); the slowest rank's median is the size's time. On a 2-core
+machine the switch's lcore and all the hosts share the cores (the lcore
+sleeps when idle, --idle-sleep-us): the figures compare the ways under the
+same constraint, not a NIC's line rate.
 EOF
 }
 

@@ -9,7 +9,8 @@ the size from --min-bytes to --max-bytes: --warmup untimed and --iters timed
 all_reduce(sum) calls of a float32 tensor, each preceded by a barrier (the
 ranks start together, as cais-allreduce-perf --sync does). Every element of
 every result is checked (the inputs are small integers, so the float sums
-are exact). Prints one line per size, as cais-allreduce-perf does:
+are exact), after another barrier, as cais-allreduce-perf --sync --check
+does: no rank's check runs beside another's timed call. Prints one line per size, as cais-allreduce-perf does:
 
     bytes count dtype op path time_us
 
@@ -73,6 +74,7 @@ def main():
             t0 = time.perf_counter()
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
             dt = time.perf_counter() - t0
+            dist.barrier()  # no rank checks beside another's timed call
             if not torch.equal(t, want):
                 bad += int((t != want).sum())
             if it >= a.warmup:

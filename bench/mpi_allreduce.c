@@ -4,7 +4,8 @@
  * MPI_Allreduce (float, sum) of every size from --min-bytes to --max-bytes
  * by doubling, timed as cais-allreduce-perf --sync times a collective: the
  * ranks line up (MPI_Barrier, untimed), then MPI_Allreduce from issue to
- * completion. Each size: --warmup untimed iterations, --iters timed ones;
+ * completion, then line up again before checking (no rank checks beside
+ * another's timed call). Each size: --warmup untimed iterations, --iters timed ones;
  * the median per rank, and the slowest rank's median printed by rank 0:
  *
  *   # mpi_allreduce ranks=N iters=K warmup=W
@@ -117,6 +118,8 @@ main(int argc, char **argv)
 			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 			double dt = MPI_Wtime() - t0;
 
+			/* no rank checks beside another's timed call (as cais-allreduce-perf --sync --check) */
+			MPI_Barrier(MPI_COMM_WORLD);
 			if (it >= warmup)
 				t[it - warmup] = dt;
 			float want[7]; /* the sum depends on (i + it) % 7 only */
