@@ -6,14 +6,16 @@
 #define L2_VALID    (1ull << 63)
 #define L2_MAC_MASK ((1ull << 48) - 1)
 
+/* The 48-bit MAC as a number, its first byte the most significant. */
 static inline uint64_t
 mac_key(const uint8_t *mac)
 {
-	uint64_t k = 0;
+	uint32_t hi;
+	uint16_t lo;
 
-	for (int i = 0; i < 6; i++)
-		k = k << 8 | mac[i];
-	return k;
+	memcpy(&hi, mac, 4);
+	memcpy(&lo, mac + 4, 2);
+	return (uint64_t)__builtin_bswap32(hi) << 16 | __builtin_bswap16(lo);
 }
 
 static inline unsigned int

@@ -85,6 +85,7 @@ void
 dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 {
 	lc->now = rte_rdtsc();
+	lc->last_tensor = NULL;
 	for (uint16_t i = 0; i < n && i < DP_PREFETCH_MBUF; i++)
 		rte_prefetch0(pkts[i]);
 	for (uint16_t i = 0; i < n && i < DP_PREFETCH_FRAME; i++)
@@ -102,6 +103,7 @@ void
 dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 {
 	lc->now = rte_rdtsc();
+	lc->last_tensor = NULL;
 	for (uint16_t i = 0; i < n; i++) {
 		if (likely(cais_hdr_type(dp_mbuf_cais(pkts[i])) == CAIS_TYPE_DATA))
 			dp_match_data(lc, pkts[i]);

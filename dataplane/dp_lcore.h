@@ -28,6 +28,7 @@
 #include "dp_parse.h"
 
 struct dp_switch;
+struct dp_tensor;
 struct rte_mbuf;
 struct rte_ring;
 
@@ -83,6 +84,13 @@ struct dp_lcore {
 	struct rte_ring *ring;	/**< handoff input; NULL with one lcore */
 	struct dp_handoff *out; /**< n_lcores staging areas */
 	uint64_t now;		/**< TSC at the start of the burst */
+	/**
+	 * The last tensor the match looked up in this burst (key and entry):
+	 * a burst's DATA mostly name one tensor. Valid for the burst only
+	 * (dp_lcore_input() clears it), inside the lcore's RCU read side.
+	 */
+	uint64_t last_key;
+	const struct dp_tensor *last_tensor;
 	uint16_t n_free;
 	struct rte_mbuf *free[2 * DP_BURST];
 	struct dp_txbuf tx[DP_MAX_PORTS];    /**< normal class: REJECT, ARP, L2, normal RESULTs */

@@ -78,13 +78,18 @@ count_ok(const uint8_t *f, const struct dp_session *s, uint8_t dtype, uint16_t c
 	return count != 0 && count <= s->elems && cais_payload_bytes(dtype, count) <= payload_len;
 }
 
-/* The tensor entry a CAIS header names, or NULL. */
+/* The tensor entry a CAIS header names, or NULL; the burst's last one without a lookup. */
 static inline const struct dp_tensor *
-tensor_of(const struct dp_switch *sw, const struct cais_hdr *h)
+tensor_of(struct dp_lcore *lc, const struct cais_hdr *h)
 {
-	return dp_tensor_lookup(&sw->tables,
-				dp_tensor_key(rte_be_to_cpu_16(h->tenant), rte_be_to_cpu_16(h->session),
-					      rte_be_to_cpu_32(h->tensor)));
+	uint64_t key = dp_tensor_key(rte_be_to_cpu_16(h->tenant), rte_be_to_cpu_16(h->session),
+				     rte_be_to_cpu_32(h->tensor));
+
+	if (lc->last_tensor && key == lc->last_key)
+		return lc->last_tensor;
+	lc->last_key = key;
+	lc->last_tensor = dp_tensor_lookup(&lc->sw->tables, key);
+	return lc->last_tensor;
 }
 
 void
@@ -101,7 +106,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 
 	if (unlikely(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED) == DP_MODE_FWD_ONLY))
 		return dp_reply_reject(lc, m, CAIS_R_FWD_ONLY, NULL);
-	t = tensor_of(sw, h);
+	t = tensor_of(lc, h);
 	if (unlikely(!t))
 		return dp_reply_reject(lc, m, CAIS_R_UNKNOWN_TENSOR, NULL);
 	s = t->s;
@@ -157,7 +162,7 @@ dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
 	uint16_t slotf;
 	unsigned int owner;
 
-	t = tensor_of(sw, h);
+	t = tensor_of(lc, h);
 	if (!t || !t->s->up.on || !from_uplink(m, f, &t->s->up, !sw->pcfg.unguarded))
 		return dp_drop(lc, m, DP_DROP_NOT_DATA);
 	s = t->s;

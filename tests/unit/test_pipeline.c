@@ -634,6 +634,70 @@ t_inconsistent(void **state)
 	expect_results(&c, 0xF, want, 0);
 }
 
+/*
+ * One burst of DATA that names three tensors in turn (sum, max, one that
+ * does not exist) from every rank: each packet is matched to its own
+ * tensor (the match keeps the burst's last lookup, dp_lcore.h), so both
+ * rounds complete with their own op and the unknown one is REJECTed.
+ */
+static void
+t_burst_tensors(void **state)
+{
+	struct chunk c[3] = {{1, 1, 1, 820, 8, 64}, {1, 1, 2, 821, 8, 64}, {1, 1, 99, 822, 8, 64}};
+	struct rte_mbuf *m[12];
+	int32_t sum[64], max[64];
+	unsigned int k = 0, results[2] = {0, 0}, rejects = 0;
+
+	(void)state;
+	expected_sum(&c[0], 4, sum);
+	for (unsigned int i = 0; i < 64; i++) {
+		max[i] = val(0, c[1].seq, i);
+		for (unsigned int r = 1; r < 4; r++)
+			if (val(r, c[1].seq, i) > max[i])
+				max[i] = val(r, c[1].seq, i);
+	}
+	for (unsigned int r = 0; r < 4; r++)
+		for (unsigned int t = 0; t < 3; t++) {
+			static int32_t v[64];
+			struct cais_fields f;
+			size_t len;
+
+			for (unsigned int i = 0; i < 64; i++)
+				v[i] = val(r, c[t].seq, i);
+			cais_data_fields(&f, 1, 1, c[t].tensor, c[t].seq, 8, (uint8_t)r, 64);
+			len = tf_cais_frame(frame, &H[r], &AGG, &f, v, 64);
+			m[k++] = tenv_mbuf(E, (uint16_t)r, frame, len);
+		}
+	dp_lcore_input(&E->sw->lcores[0], m, 12);
+	dp_lcore_flush(&E->sw->lcores[0]);
+	assert_int_equal(E->n_cap, 12);
+	for (unsigned int i = 0; i < E->n_cap; i++) {
+		const struct tenv_frame *fr = &E->cap[i];
+		struct cais_fields h;
+
+		cais_hdr_read((const struct cais_hdr *)(fr->data + CAIS_FRAME_HDR_OFF), &h);
+		if (h.type == CAIS_TYPE_REJECT) {
+			assert_int_equal(h.tensor, 99);
+			assert_int_equal(h.reason, CAIS_R_UNKNOWN_TENSOR);
+			rejects++;
+			continue;
+		}
+		assert_int_equal(h.type, CAIS_TYPE_RESULT);
+		assert_true(h.tensor == 1 || h.tensor == 2);
+		for (unsigned int e = 0; e < 64; e++) {
+			uint32_t w;
+
+			memcpy(&w, fr->data + CAIS_FRAME_OVERHEAD + 4 * e, 4);
+			assert_int_equal((int32_t)ntohl(w), h.tensor == 1 ? sum[e] : max[e]);
+		}
+		results[h.tensor - 1]++;
+	}
+	assert_int_equal(results[0], 4);
+	assert_int_equal(results[1], 4);
+	assert_int_equal(rejects, 4);
+	tenv_clear(E);
+}
+
 /* A session of one: every DATA completes its round at once. */
 static void
 t_world_one(void **state)
@@ -1737,6 +1801,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_saturation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_max_min_avg, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_inconsistent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_burst_tensors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_world_one, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_jumbo, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_arp, setup, teardown),
