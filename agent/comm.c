@@ -405,9 +405,12 @@ take_submitted(struct cais_comm *c)
 	struct cais_request *r;
 	uint64_t v;
 
-	if (read(c->wake_fd, &v, sizeof(v)) < 0) {
+	/* only what the last poll found (a read of nothing is a system call for nothing);
+	 * the queue is taken either way: a submission's write may follow the poll */
+	if (c->wake_ready && read(c->wake_fd, &v, sizeof(v)) < 0) {
 		/* nothing pending (EAGAIN) */
 	}
+	c->wake_ready = false;
 	pthread_mutex_lock(&c->lock);
 	TAILQ_CONCAT(&batch, &c->submitted, link);
 	pthread_mutex_unlock(&c->lock);
@@ -442,7 +445,12 @@ wait_for_work(struct cais_comm *c)
 	}
 	pfd[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
 	n += ag_peers_pollfds(c->net, pfd + n, AG_MAX_POLL - n);
-	ppoll(pfd, n, &ts, NULL);
+	if (ppoll(pfd, n, &ts, NULL) < 0) { /* EINTR: look at everything */
+		for (unsigned int i = 0; i < n; i++)
+			pfd[i].revents = POLLIN;
+	}
+	c->wake_ready = pfd[0].revents != 0;
+	ag_peers_polled(c->net, pfd + 1, n - 1);
 }
 
 static void *
@@ -668,6 +676,7 @@ cais_comm_create(const struct cais_config *cfg, struct cais_comm **out)
 	c->peers = calloc(cfg->world, sizeof(*c->peers));
 	c->pfd = calloc(AG_MAX_POLL, sizeof(*c->pfd));
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	c->wake_ready = true;
 	if (!c->peers || !c->pfd || c->wake_fd < 0) {
 		comm_free(c);
 		return -ENOMEM;

@@ -75,6 +75,7 @@ struct cais_comm {
 	struct cais_metrics m;		 /**< completions; the modules keep their own counters */
 	uint64_t hist[CMN_HIST_BUCKETS]; /**< completion times, ns */
 	int wake_fd;			 /**< eventfd: submissions, stop */
+	bool wake_ready; /**< the progress thread's last poll found wake_fd readable */
 	atomic_bool stop;
 	pthread_t thread;
 	bool thread_started;

@@ -50,6 +50,7 @@ struct ag_flow {
 	uint64_t now;
 	uint64_t congested;
 	int wake_fd;
+	bool wake_ready, rx_ready; /**< what the last poll found readable: wake_fd, the window's */
 	atomic_bool quit;
 	pthread_t thread;
 	bool started;
@@ -442,9 +443,11 @@ take_commands(struct ag_flow *f)
 	struct cmd *c;
 	uint64_t v;
 
-	if (read(f->wake_fd, &v, sizeof(v)) < 0) {
+	/* only what the last poll found; the inbox is taken either way */
+	if (f->wake_ready && read(f->wake_fd, &v, sizeof(v)) < 0) {
 		/* nothing pending (EAGAIN) */
 	}
+	f->wake_ready = false;
 	pthread_mutex_lock(&f->lock);
 	STAILQ_CONCAT(&batch, &f->inbox);
 	pthread_mutex_unlock(&f->lock);
@@ -479,7 +482,10 @@ wait_for_work(struct ag_flow *f)
 		ts.tv_sec = (time_t)(d / 1000000000ull);
 		ts.tv_nsec = (long)(d % 1000000000ull);
 	}
-	ppoll(pfd, 2, &ts, NULL);
+	if (ppoll(pfd, 2, &ts, NULL) < 0) /* EINTR: look at both */
+		pfd[0].revents = pfd[1].revents = POLLIN;
+	f->wake_ready = pfd[0].revents != 0;
+	f->rx_ready = (pfd[1].revents & ~POLLOUT) != 0;
 }
 
 static void *
@@ -494,7 +500,9 @@ flow_main(void *arg)
 	while (!atomic_load(&f->quit)) {
 		take_commands(f);
 		f->now = ag_now_ns();
-		ag_window_rx(f->w, f->now);
+		if (f->rx_ready) /* a receive that finds nothing is a system call for nothing */
+			ag_window_rx(f->w, f->now);
+		f->rx_ready = false;
 		f->now = ag_now_ns();
 		pump(f);
 		wait_for_work(f);
@@ -519,6 +527,7 @@ ag_flow_start(struct ag_flow **out, const struct ag_flow_conf *conf)
 	pthread_mutex_init(&f->lock, NULL);
 	cais_rng_seed(&f->rng, conf->seed);
 	f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	f->wake_ready = f->rx_ready = true;
 	if (f->wake_fd < 0) {
 		ag_flow_stop(f);
 		return -ENOMEM;

@@ -44,6 +44,8 @@ struct ag_conn {
 	uint8_t *in_buf;     /**< payload buffer (max_payload bytes) */
 	uint32_t in_len;     /**< payload bytes expected */
 	uint32_t in_pay_got; /**< payload bytes read */
+	/** the last poll said it may be read (POLLIN, HUP, ERR), or it was not polled yet */
+	bool readable;
 };
 
 struct ag_peers {
@@ -53,6 +55,7 @@ struct ag_peers {
 	struct ag_peer_handler h;
 	uint64_t now;
 	int listen_fd;
+	bool listen_ready;	   /**< the last poll found a connection to accept */
 	struct ag_conn **ctl;	   /**< world: the control connection with each peer */
 	struct ag_conn *ring_out;  /**< to rank + 1 */
 	struct ag_conn *ring_in;   /**< from rank - 1 */
@@ -91,6 +94,7 @@ conn_new(struct ag_peers *p, int fd, int peer, int kind, bool outbound)
 	k->peer = peer;
 	k->kind = kind;
 	k->outbound = outbound;
+	k->readable = true;
 	STAILQ_INIT(&k->outq);
 	return k;
 }
@@ -151,6 +155,7 @@ ag_peers_open(struct ag_peers **out, unsigned int rank, unsigned int world,
 		return err;
 	}
 	p->listen_fd = fd;
+	p->listen_ready = true;
 	*out = p;
 	return 0;
 }
@@ -239,6 +244,7 @@ conn_connect(struct ag_peers *p, struct ag_conn *k)
 	}
 	k->fd = fd;
 	k->connecting = true;
+	k->readable = true;
 	k->in_got = 0;
 	k->in_pay_got = 0;
 	k->in_len = 0;
@@ -425,6 +431,9 @@ conn_read(struct ag_peers *p, struct ag_conn *k)
 static void
 accept_new(struct ag_peers *p)
 {
+	if (!p->listen_ready)
+		return;
+	p->listen_ready = false;
 	for (;;) {
 		int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
 		struct ag_conn *k, **a;
@@ -480,7 +489,16 @@ service(struct ag_peers *p, struct ag_conn *k)
 		}
 		k->connecting = false;
 	}
-	if (!conn_read(p, k) || !conn_write(p, k))
+	/* read only what the last poll found readable: a read that finds nothing is a
+	 * system call for nothing, on every pass of the loop */
+	if (k->readable) {
+		k->readable = false;
+		if (!conn_read(p, k)) {
+			conn_failed(p, k);
+			return;
+		}
+	}
+	if (!conn_write(p, k))
 		conn_failed(p, k);
 }
 
@@ -521,6 +539,21 @@ ag_peers_progress(struct ag_peers *p, uint64_t now)
 	reap_accepted(p);
 }
 
+/* The connection at position i of the poll order (ag_peers_pollfds()), or NULL past it. */
+static struct ag_conn *
+poll_order(const struct ag_peers *p, unsigned int i, bool *end)
+{
+	*end = false;
+	if (i < p->world)
+		return p->ctl[i] && p->ctl[i]->outbound ? p->ctl[i] : NULL;
+	if (i == p->world)
+		return p->ring_out;
+	if (i - p->world - 1 < p->n_accepted)
+		return p->accepted[i - p->world - 1];
+	*end = true;
+	return NULL;
+}
+
 static unsigned int
 add_fd(struct pollfd *pfd, unsigned int n, unsigned int max, const struct ag_conn *k)
 {
@@ -538,17 +571,33 @@ ag_peers_pollfds(const struct ag_peers *p, struct pollfd *pfd, unsigned int max)
 {
 	unsigned int n = 0, i;
 
+	bool end = false;
+
 	if (max) {
 		pfd[n].fd = p->listen_fd;
 		pfd[n++].events = POLLIN;
 	}
-	for (i = 0; i < p->world; i++)
-		if (p->ctl[i] && p->ctl[i]->outbound)
-			n = add_fd(pfd, n, max, p->ctl[i]);
-	n = add_fd(pfd, n, max, p->ring_out);
-	for (i = 0; i < p->n_accepted; i++)
-		n = add_fd(pfd, n, max, p->accepted[i]);
+	for (i = 0; !end; i++) /* the order ag_peers_polled() reads them back in */
+		n = add_fd(pfd, n, max, poll_order(p, i, &end));
 	return n;
+}
+
+void
+ag_peers_polled(struct ag_peers *p, const struct pollfd *pfd, unsigned int n)
+{
+	unsigned int j = 0;
+	bool end = false;
+
+	if (j < n && pfd[j].fd == p->listen_fd)
+		p->listen_ready = pfd[j++].revents != 0;
+	for (unsigned int i = 0; j < n; i++) {
+		struct ag_conn *k = poll_order(p, i, &end);
+
+		if (end)
+			break;
+		if (k && k->fd >= 0 && pfd[j].fd == k->fd)
+			k->readable = pfd[j++].revents != 0;
+	}
 }
 
 static uint64_t

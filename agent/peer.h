@@ -106,11 +106,22 @@ int ag_peers_send_ring(struct ag_peers *p, const struct ag_msg *h, const void *d
 /** Drop the queued ring messages of seq0 (their buffer goes away). */
 void ag_peers_purge_ring(struct ag_peers *p, uint32_t seq0);
 
-/** Accept, connect, read (handler calls) and write whatever is ready. */
+/**
+ * Accept, connect, read (handler calls) and write whatever is ready: reads
+ * and accepts only where the last poll (ag_peers_polled()) found something,
+ * or on sockets not polled since they were opened.
+ */
 void ag_peers_progress(struct ag_peers *p, uint64_t now);
 
 /** Fill up to max pollfds for the channel's sockets. @return how many */
 unsigned int ag_peers_pollfds(const struct ag_peers *p, struct pollfd *pfd, unsigned int max);
+
+/**
+ * What a poll of the n pollfds that ag_peers_pollfds() filled found: the
+ * sockets ag_peers_progress() reads. Before the channel changes (nothing
+ * in between but the poll).
+ */
+void ag_peers_polled(struct ag_peers *p, const struct pollfd *pfd, unsigned int n);
 
 /** @return the earliest reconnect time (ns), or UINT64_MAX. */
 uint64_t ag_peers_next_timer(const struct ag_peers *p);
