@@ -191,9 +191,10 @@ ag_window_fd(const struct ag_window *w)
 /*
  * The retransmission timer after tries retransmissions: the RTT estimate
  * (it learns how long rounds wait for other ranks, see handle_result();
- * before its first sample the first timer), at least the configured floor, at most AG_RTO_MAX_US; doubled per try,
- * and per burst since the last RTT sample (w->backoff), up to
- * AG_RETX_CAP_US or the estimate, whichever is larger.
+ * before its first sample the first timer), at least the configured
+ * floor, at most AG_RTO_MAX_US; doubled per try, and per burst since the
+ * last RTT sample (w->backoff), up to AG_RETX_CAP_US or the estimate,
+ * whichever is larger.
  */
 static uint64_t
 rto(const struct ag_window *w, unsigned int tries)
@@ -690,20 +691,21 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 }
 
 /*
- * Whether chunks waiting for their first transmission must wait: until the
- * switch has answered this flow at all, one chunk is in flight at a time,
- * for a timer at most. The first packets to an address wait in the
- * kernel's neighbour queue while ARP resolves it, and that queue holds
- * only a few (sysctl net.ipv4.neigh.*.unres_qlen_bytes, 208 KiB: a dozen
- * DATA of 8 KiB): a window's burst would lose the rest, and every lost
- * chunk would wait a timer. The one chunk's RESULT (or ACK, or REJECT)
- * opens the window; so does its timer, answered or not (a host that gets
- * nothing back, a firewall, is not held to one chunk at a time).
+ * Whether chunks waiting for their first transmission must wait: a flow's
+ * first DATA goes alone, and the others wait until the switch answers the
+ * flow at all, or for a timer at most. The first packets to an address
+ * wait in the kernel's neighbour queue while ARP resolves it, and that
+ * queue holds only a few (sysctl net.ipv4.neigh.*.unres_qlen_bytes,
+ * 208 KiB: a dozen DATA of 8 KiB): a window's burst would lose the rest,
+ * and every lost chunk would wait a timer. The one chunk's RESULT (or ACK,
+ * or REJECT) opens the window; so does its timer, answered or not (a host
+ * that gets nothing back, a firewall, is not held to one chunk at a time),
+ * and so does its leaving the window (its collective went another way).
  */
 static bool
 cold(const struct ag_window *w, uint64_t now)
 {
-	if (w->answered || (w->first_tx && now - w->first_tx >= rto(w, 0)))
+	if (w->answered || !w->first_tx || now - w->first_tx >= rto(w, 0))
 		return false;
 	for (uint32_t seq = w->base; seq != w->next; seq++) {
 		const struct ag_window_entry *e = entry(w, seq);
@@ -738,7 +740,8 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 		if (e->unsent) {
 			if (wait_first)
 				continue;
-			wait_first = !w->answered; /* this one goes alone */
+			if (!w->answered && !w->first_tx)
+				wait_first = true; /* the flow's first DATA goes alone (cold()) */
 		}
 		if (!e->unsent &&
 		    (e->acked /* ACKED, or silent when stalled */

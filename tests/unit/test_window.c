@@ -337,6 +337,25 @@ t_first_alone(void **state)
 	assert_int_equal(fresh, NCHUNK - 1);
 }
 
+/* The switch never answers: after the lone chunk's timer the others go (and its probe). */
+static void
+t_first_unanswered(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int fresh = 0;
+
+	for (uint32_t s = 0; s < NCHUNK; s++)
+		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+	f->now = T0;
+	ag_window_tx(f->w, f->now);
+	assert_int_equal(retransmitted(f, &fresh), 0);
+	assert_int_equal(fresh, 1);
+	f->now = T0 + 1100000;
+	ag_window_tx(f->w, f->now);
+	assert_int_equal(retransmitted(f, &fresh), 1); /* seq 0's probe */
+	assert_int_equal(fresh, NCHUNK - 1);
+}
+
 static void
 t_first_forgotten(void **state)
 {
@@ -406,6 +425,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_silent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
+	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_timer, setup_first_timer, teardown),
 	};
