@@ -570,7 +570,6 @@ unsigned int
 ag_peers_pollfds(const struct ag_peers *p, struct pollfd *pfd, unsigned int max)
 {
 	unsigned int n = 0, i;
-
 	bool end = false;
 
 	if (max) {
