@@ -79,7 +79,10 @@ writes CSV.
   --idle-sleep-us US  the switch's --idle-sleep-us (default: the switch's;
                    0: busy polling)
   --loss P         drop P% of every host's packets both ways (nftables in the
-                   hosts' namespaces; this kernel has no netem), every way
+                   hosts' namespaces; this kernel has no netem), every way;
+                   the hosts' TCP gets rto_min 5 ms on the data network, so
+                   that a lost segment of a line-up does not start ranks
+                   200 ms apart (the TCP baselines get it too)
   --csv FILE       write the figures as CSV
   --no-mpi         leave out the MPI baseline (also when OpenMPI is missing:
                    scripts/install-deps.sh --bench installs it)
