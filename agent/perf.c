@@ -1109,6 +1109,27 @@ line_up(const struct opts *o, struct cais_comm *comm, struct totals *t)
 	return rc;
 }
 
+/* What failed in iteration it of a size, said; the run stops. @return false */
+static bool
+stop_run(const struct opts *o, const struct size_run *sr, unsigned int it, const char *what, int rc,
+	 struct totals *t)
+{
+	fprintf(stderr, PROG ": rank %u: %zu bytes, iteration %u: %s failed: %s (%d); stopping\n",
+		o->rank, sr->bytes, it, what, cais_strerror(rc), rc);
+	t->failed = true;
+	return false;
+}
+
+/* line_up() for iteration it of a size; a failure stops the run. */
+static bool
+synced(const struct opts *o, struct cais_comm *comm, const struct size_run *sr, unsigned int it,
+       struct totals *t)
+{
+	int rc = line_up(o, comm, t);
+
+	return rc == 0 || stop_run(o, sr, it, "the --sync all-reduce", rc, t);
+}
+
 /* Iteration it of one size: fill, all-reduce, check. @return false when it failed */
 static bool
 one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr, unsigned int it,
@@ -1125,14 +1146,8 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		fill_input(o, send, sr->count, key);
 		memset(recv, 0xff, sr->bytes); /* NaN or -1: a result never written shows */
 	}
-	if (o->sync && (rc = line_up(o, comm, t)) != 0) {
-		fprintf(stderr,
-			PROG ": rank %u: %zu bytes, iteration %u: the --sync all-reduce failed: %s "
-			     "(%d); stopping\n",
-			o->rank, sr->bytes, it, cais_strerror(rc), rc);
-		t->failed = true;
+	if (o->sync && !synced(o, comm, sr, it, t))
 		return false;
-	}
 	if (o->delay_ms)
 		sleep_ms(o->delay_ms);
 	if (o->manager && (rc = cais_step_begin(comm, step_no++)) != 0)
@@ -1147,14 +1162,8 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		rc = cais_wait_status(req, &st);
 	}
 	t1 = now_us();
-	if (rc != 0) {
-		fprintf(stderr,
-			PROG ": rank %u: %zu bytes, iteration %u: all-reduce failed: %s (%d); "
-			     "stopping\n",
-			o->rank, sr->bytes, it, cais_strerror(rc), rc);
-		t->failed = true;
-		return false;
-	}
+	if (rc != 0)
+		return stop_run(o, sr, it, "all-reduce", rc, t);
 	sr->n++;
 	sr->retx += st.retransmissions;
 	t->peer_chunks += st.peer_chunks;
@@ -1166,14 +1175,8 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		sr->times[sr->timed++] = t1 - t0;
 	if (o->check) {
 		/* with --sync, no rank checks beside another's timed collective */
-		if (o->sync && (rc = line_up(o, comm, t)) != 0) {
-			fprintf(stderr,
-				PROG ": rank %u: %zu bytes, iteration %u: the --sync all-reduce "
-				     "failed: %s (%d); stopping\n",
-				o->rank, sr->bytes, it, cais_strerror(rc), rc);
-			t->failed = true;
+		if (o->sync && !synced(o, comm, sr, it, t))
 			return false;
-		}
 		check(o, recv, sr->count, key, &st, sr->bytes, it, &sr->chk);
 	}
 	return true;

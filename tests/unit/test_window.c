@@ -212,18 +212,40 @@ answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
 	ag_window_rx(f->w, f->now);
 }
 
+/* NCHUNK chunks into the window, none sent yet. */
+static void
+queue_chunks(struct fixture *f)
+{
+	for (uint32_t s = 0; s < NCHUNK; s++)
+		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+}
+
 /* NCHUNK chunks at T0, all sent. */
 static void
 send_chunks(struct fixture *f)
 {
 	unsigned int fresh = 0;
 
-	for (uint32_t s = 0; s < NCHUNK; s++)
-		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+	queue_chunks(f);
 	f->now = T0;
 	ag_window_tx(f->w, f->now);
 	assert_int_equal(retransmitted(f, &fresh), 0);
 	assert_int_equal(fresh, NCHUNK);
+}
+
+/*
+ * NCHUNK chunks at T0, nothing comes back: a probe after a timer, one more
+ * probe, twice the wait, then every due chunk (at 4.5 ms).
+ */
+static void
+until_burst(struct fixture *f)
+{
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 0.5), 0);
+	assert_int_equal(tx_at(f, 1.1), 1);	 /* the probe (not all four: not quiet) */
+	assert_int_equal(tx_at(f, 2.2), 1);	 /* one more probe (not a burst) */
+	assert_int_equal(tx_at(f, 3.3), 0);	 /* its wait is two timers */
+	assert_int_equal(tx_at(f, 4.5), NCHUNK); /* nothing: every due chunk goes */
 }
 
 /*
@@ -236,12 +258,7 @@ t_unanswered_probe(void **state)
 {
 	struct fixture *f = *state;
 
-	send_chunks(f);
-	assert_int_equal(tx_at(f, 0.5), 0);
-	assert_int_equal(tx_at(f, 1.1), 1);	 /* the probe (not all four: not quiet) */
-	assert_int_equal(tx_at(f, 2.2), 1);	 /* one more probe (not a burst) */
-	assert_int_equal(tx_at(f, 3.3), 0);	 /* its wait is two timers */
-	assert_int_equal(tx_at(f, 4.5), NCHUNK); /* nothing: every due chunk goes */
+	until_burst(f);
 	assert_int_equal(f->results, 0);
 }
 
@@ -292,11 +309,7 @@ t_burst_backoff(void **state)
 {
 	struct fixture *f = *state;
 
-	send_chunks(f);
-	assert_int_equal(tx_at(f, 1.1), 1);
-	assert_int_equal(tx_at(f, 2.2), 1);
-	assert_int_equal(tx_at(f, 3.3), 0);
-	assert_int_equal(tx_at(f, 4.5), NCHUNK); /* the burst */
+	until_burst(f);
 	/* seqs 2, 3: one retransmission and one burst, four timers (not two) */
 	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + 8500000ull);
 	answer_at(f, 2, CAIS_TYPE_ACK, 5.0);
@@ -322,8 +335,7 @@ t_first_alone(void **state)
 	struct fixture *f = *state;
 	unsigned int fresh = 0;
 
-	for (uint32_t s = 0; s < NCHUNK; s++)
-		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+	queue_chunks(f);
 	assert_int_equal(tx_at(f, 0), 0);
 	assert_int_equal(retransmitted(f, &fresh), 0);
 	/* tx_at read them: one went, fresh */
@@ -344,8 +356,7 @@ t_first_unanswered(void **state)
 	struct fixture *f = *state;
 	unsigned int fresh = 0;
 
-	for (uint32_t s = 0; s < NCHUNK; s++)
-		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+	queue_chunks(f);
 	f->now = T0;
 	ag_window_tx(f->w, f->now);
 	assert_int_equal(retransmitted(f, &fresh), 0);
