@@ -50,8 +50,7 @@ struct ag_window {
 	uint32_t next;		   /**< the seq after the last one put in */
 	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
 	unsigned int backoff;	   /**< bursts since the last RTT sample: the timer's doublings */
-	uint64_t heard;		   /**< when the switch last sent this flow anything */
-	bool answered;		   /**< ... and whether it ever has (cold()) */
+	uint64_t heard;		   /**< when the switch last sent this flow anything, 0: never */
 	uint64_t first_tx;	   /**< when its first DATA went (cold()), 0: not yet */
 	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
 	uint32_t last_result;	   /**< the seq of the latest of them */
@@ -462,7 +461,6 @@ handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct soc
 	if (f.tenant != w->conf.tenant || f.session != w->conf.session)
 		return;
 	w->heard = now;
-	w->answered = true;
 	e = entry(w, f.seq);
 	if (!holds(e, f.seq) || e->tensor != f.tensor ||
 	    ntohs(h->slot) != cais_slot_field(f.seq, w->conf.slots))
@@ -705,7 +703,7 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 static bool
 cold(const struct ag_window *w, uint64_t now)
 {
-	if (w->answered || !w->first_tx || now - w->first_tx >= rto(w, 0))
+	if (w->heard || !w->first_tx || now - w->first_tx >= rto(w, 0))
 		return false;
 	for (uint32_t seq = w->base; seq != w->next; seq++) {
 		const struct ag_window_entry *e = entry(w, seq);
@@ -740,7 +738,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 		if (e->unsent) {
 			if (wait_first)
 				continue;
-			if (!w->answered && !w->first_tx)
+			if (!w->heard && !w->first_tx)
 				wait_first = true; /* the flow's first DATA goes alone (cold()) */
 		}
 		if (!e->unsent &&
@@ -790,10 +788,12 @@ ag_window_next_timer(const struct ag_window *w, uint64_t now)
 		if (!holds(e, seq))
 			continue;
 		if (e->unsent) {
+			uint64_t open = w->first_tx + rto(w, 0); /* the answer, or this (cold()) */
+
 			if (!wait_first)
 				return now;
-			if (w->first_tx + rto(w, 0) < t) /* the answer, or this (cold()) */
-				t = w->first_tx + rto(w, 0);
+			if (open < t)
+				t = open;
 			continue;
 		}
 		if (e->deadline < t)

@@ -17,9 +17,10 @@
 # Medians over the timed iterations; the time of a size is the slowest
 # rank's median, the ranks lined up before each iteration and again before
 # checking its result (--sync / barriers: no rank's check runs beside
-# another's timed collective on the shared cores). For each in-network way, from the switch's counters over its
-# run: the share of DATA that were retransmissions and the bytes on the
-# wire per element per host each way (port counters). Prints a table per
+# another's timed collective on the shared cores). For each in-network way,
+# from the switch's counters over its run: the share of DATA that were
+# retransmissions and the bytes on the wire per element per host each way
+# (port counters). Prints a table per
 # rank count, the speed-ups and the crossover sizes, writes CSV. Needs root.
 set -euo pipefail
 

@@ -10,7 +10,8 @@ all_reduce(sum) calls of a float32 tensor, each preceded by a barrier (the
 ranks start together, as cais-allreduce-perf --sync does). Every element of
 every result is checked (the inputs are small integers, so the float sums
 are exact), after another barrier, as cais-allreduce-perf --sync --check
-does: no rank's check runs beside another's timed call. Prints one line per size, as cais-allreduce-perf does:
+does: no rank's check runs beside another's timed call. Prints one line per
+size, as cais-allreduce-perf does:
 
     bytes count dtype op path time_us
 

@@ -5,8 +5,9 @@
  * by doubling, timed as cais-allreduce-perf --sync times a collective: the
  * ranks line up (MPI_Barrier, untimed), then MPI_Allreduce from issue to
  * completion, then line up again before checking (no rank checks beside
- * another's timed call). Each size: --warmup untimed iterations, --iters timed ones;
- * the median per rank, and the slowest rank's median printed by rank 0:
+ * another's timed call). Each size: --warmup untimed iterations, --iters
+ * timed ones; the median per rank, and the slowest rank's median printed by
+ * rank 0:
  *
  *   # mpi_allreduce ranks=N iters=K warmup=W
  *   bytes count time_us algbw_GBps busbw_GBps wrong
@@ -118,7 +119,8 @@ main(int argc, char **argv)
 			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 			double dt = MPI_Wtime() - t0;
 
-			/* no rank checks beside another's timed call (as cais-allreduce-perf --sync --check) */
+			/* no rank checks beside another's timed call (as
+			 * cais-allreduce-perf --sync --check does) */
 			MPI_Barrier(MPI_COMM_WORLD);
 			if (it >= warmup)
 				t[it - warmup] = dt;
