@@ -17,7 +17,10 @@
  * for each wire dtype asked for (the tensor's, and its DATA's: E4); and
  *   open    the pipeline with the guards of docs/PROTOCOL.md E5 off (the
  *           aggregator's addresses, member binding): what they cost per packet
- *           is the difference.
+ *           is the difference;
+ *   copies  the pipeline with rounds keeping no DATA (dp_config.h DP_KEEP_*,
+ *           struct dp_switch no_keep): each DATA freed as it comes, each
+ *           RESULT but the completing DATA's a copy from the header pool.
  * Prints a testpmd-like table and writes CSV.
  *
  *   bench_pipeline [--elems 64,256,1024,2048] [--ranks 2,4,8,16] [--seconds S]
@@ -333,7 +336,7 @@ refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
 		}
 }
 
-enum mode { M_PIPELINE, M_IO, M_KERNEL, M_OPEN, M_COUNT };
+enum mode { M_PIPELINE, M_IO, M_KERNEL, M_OPEN, M_COPIES, M_COUNT };
 
 struct result {
 	double mpps; /* DATA packets per second, millions */
@@ -382,8 +385,10 @@ batch(struct setup *s, enum mode mode, uint32_t *seq)
 
 	refill(s, m, *seq);
 	s->sw->pcfg.unguarded = mode == M_OPEN;
+	s->sw->no_keep = mode == M_COPIES;
+	dp_lcore_keep_check(lc);
 	t0 = rte_rdtsc();
-	if (mode == M_PIPELINE || mode == M_OPEN) {
+	if (mode == M_PIPELINE || mode == M_OPEN || mode == M_COPIES) {
 		for (unsigned int i = 0; i < per; i += DP_BURST) {
 			uint16_t nb = (uint16_t)(per - i < DP_BURST ? per - i : DP_BURST);
 
@@ -445,7 +450,7 @@ run(struct setup *s, const bool want[M_COUNT], double seconds, struct result out
 			spent[md] += dt;
 			samples[md][nb[md]++] = dt;
 			out[md].pkts += per;
-			if (md == M_PIPELINE || md == M_OPEN)
+			if (md == M_PIPELINE || md == M_OPEN || md == M_COPIES)
 				out[md].results += s->tx.pkts - tx0;
 			more = true;
 		}
@@ -474,7 +479,8 @@ usage(void)
 	       "ranks. Defaults: --wire fixed32 --elems 64,256,1024,2048 --ranks 2,4,8,16\n"
 	       "--seconds 0.15; --wire fixed32,block16 measures both; --quick: 256,2048 x 4\n"
 	       "for 0.02 s (a smoke run).\n"
-	       "--only pipeline|io|kernel|open runs that mode alone (to profile it: perf record).\n"
+	       "--only pipeline|io|kernel|open|copies runs that mode alone (to profile it:\n"
+	       "perf record).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
 	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n"
 	       "--lcores 1,2: instead, the scaling table: the pipeline on each k lcores of\n"
@@ -522,10 +528,10 @@ struct plan {
 static int
 measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, unsigned int id)
 {
-	static const bool all[M_COUNT] = {true, true, true, true},
-			  warm[M_COUNT] = {true, false, true, false};
+	static const bool all[M_COUNT] = {true, true, true, true, true},
+			  warm[M_COUNT] = {true, false, true, false, true};
 	struct setup *s = calloc(1, sizeof(*s));
-	struct result p, io, kr, op, res[M_COUNT];
+	struct result p, io, kr, op, cp, res[M_COUNT];
 	double guard;
 	const char *wn = cais_dtype_name(wire);
 
@@ -542,6 +548,7 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 		       pl->only == M_PIPELINE ? "pipeline"
 		       : pl->only == M_IO     ? "io"
 		       : pl->only == M_OPEN   ? "open"
+		       : pl->only == M_COPIES ? "copies"
 					      : "kernel",
 		       res[pl->only].mpps);
 		teardown(s);
@@ -553,24 +560,28 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 	io = res[M_IO];
 	kr = res[M_KERNEL];
 	op = res[M_OPEN];
+	cp = res[M_COPIES];
 	guard = 1 - p.mpps / op.mpps; /* the share of a packet's time the guards take */
-	printf("  %7s %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f | %6.1f%% %6.1f\n",
+	printf("  %7s %5u %5u | %9.2f %9.1f | %9.2f | %9.2f %9.1f | %8.2f %8.2f | %6.1f%% %6.1f "
+	       "| %9.2f %8.2f\n",
 	       wn, e, n, p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps,
-	       p.mpps / io.mpps, 100 * guard, 1e3 / p.mpps - 1e3 / op.mpps);
+	       p.mpps / io.mpps, 100 * guard, 1e3 / p.mpps - 1e3 / op.mpps, cp.mpps,
+	       p.mpps / cp.mpps);
 	if (pl->csv)
-		fprintf(pl->csv, "%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f,%s,%.4f,%.4f\n", e, n,
+		fprintf(pl->csv,
+			"%u,%u,%.4f,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.3f,%s,%.4f,%.4f,%.4f\n", e, n,
 			p.mpps, p.gbps, io.mpps, kr.mpps, kr.gbps, p.mpps / kr.mpps,
 			p.mpps / io.mpps, (double)p.results / ((double)p.pkts / n), wn, op.mpps,
-			guard);
+			guard, cp.mpps);
 	fflush(stdout);
 	teardown(s);
 	free(s);
-	if (p.results != p.pkts || p.bad || !p.checked) {
+	if (p.results != p.pkts || cp.results != cp.pkts || p.bad || !p.checked) {
 		fprintf(stderr,
 			"bench_pipeline: wrong output: %" PRIu64 " RESULTs for %" PRIu64
-			" DATA (want equal), %" PRIu64 " of %" PRIu64
-			" sampled RESULTs not the expected payload\n",
-			p.results, p.pkts, p.bad, p.checked);
+			" DATA (want equal; copies: %" PRIu64 " for %" PRIu64 "), %" PRIu64
+			" of %" PRIu64 " sampled RESULTs not the expected payload\n",
+			p.results, p.pkts, cp.results, cp.pkts, p.bad, p.checked);
 		return 1;
 	}
 	return 0;
@@ -816,8 +827,11 @@ main(int argc, char **argv)
 				pl.only = M_KERNEL;
 			else if (!strcmp(optarg, "open"))
 				pl.only = M_OPEN;
+			else if (!strcmp(optarg, "copies"))
+				pl.only = M_COPIES;
 			else {
-				fprintf(stderr, "bench_pipeline: --only pipeline|io|kernel|open\n");
+				fprintf(stderr,
+					"bench_pipeline: --only pipeline|io|kernel|open|copies\n");
 				return 2;
 			}
 			break;
@@ -902,13 +916,13 @@ main(int argc, char **argv)
 	if (pl.csv)
 		fprintf(pl.csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
 				"kernel_gbps,pipeline_vs_kernel,pipeline_vs_io,results_per_round,"
-				"wire,open_mpps,guard_cost\n");
+				"wire,open_mpps,guard_cost,copies_mpps\n");
 	printf("\n  ------------------ cais-switch pipeline, one lcore (%s kernels) "
 	       "------------------\n",
 	       dp_agg_best()->name);
-	printf("  %7s %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s | %7s %6s\n", "wire", "elems",
-	       "ranks", "pipe Mpps", "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s", "pipe/krn",
-	       "pipe/io", "guards", "ns");
+	printf("  %7s %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s | %7s %6s | %9s %8s\n", "wire",
+	       "elems", "ranks", "pipe Mpps", "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s",
+	       "pipe/krn", "pipe/io", "guards", "ns", "copy Mpps", "pipe/cp");
 	for (unsigned int w = 0; w < nw; w++)
 		for (unsigned int a = 0; a < ne; a++)
 			for (unsigned int b = 0; b < nr; b++)
@@ -919,7 +933,8 @@ main(int argc, char **argv)
 	       "   kern: the payloads added into the slot arrays and nothing else; for\n"
 	       "   block16 also each round's RESULT payload stored; guards: the share of a\n"
 	       "   packet's time, and the ns, that the E5 checks take, against the pipeline\n"
-	       "   with them off)\n");
+	       "   with them off; copy: the pipeline with rounds keeping no DATA, every\n"
+	       "   RESULT but one a copy, as before DP_KEEP_*)\n");
 	if (pl.csv)
 		fclose(pl.csv);
 	rte_eal_cleanup();

@@ -4,8 +4,12 @@
  * lcore owns, steps the slot's state machine (dp_slot.h) and folds its
  * payload into the slot's accumulator with the kernels of its wire dtype
  * (dp_agg.h), noting a payload that saturated on the way in (OVERFLOW). A
- * round it completes, or a RESULT a rank lost, goes on to dp_reply.c;
- * anything else is dropped.
+ * round it completes, or a RESULT a rank lost, goes on to dp_reply.c. DATA
+ * that joins a round without completing it waits in the round's slot, kept
+ * to carry its sender's RESULT (DP_KEEP_*: no mbuf allocated nor freed per
+ * RESULT), or is freed where the round cannot keep it; a newer round that
+ * takes the slot of an open one frees what that one kept. Anything else is
+ * dropped.
  *
  * A leaf (a session with an uplink, docs/PROTOCOL.md E9) sends a complete
  * round's partial sum up instead (DP_SLOT_UP) and completes it on the
@@ -31,6 +35,17 @@ fold(const struct dp_agg_ops *k, uint8_t op, int64_t *acc, const void *payload, 
 	return k->sum(acc, payload, count);
 }
 
+/* The DATA an abandoned round kept: freed (a newer round takes the slot). */
+static inline void
+kept_free(struct dp_lcore *lc, struct rte_mbuf **kept, uint16_t n)
+{
+	for (unsigned int r = 0; r < n; r++)
+		if (kept[r]) {
+			dp_free_later(lc, kept[r]);
+			kept[r] = NULL;
+		}
+}
+
 void
 dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, uint16_t slotf)
 {
@@ -43,6 +58,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	unsigned int si = (idx / sw->n_lcores) * 2 + set;
 	struct dp_slot *sl = &pt->slots[si];
 	int64_t *acc = pt->acc + (size_t)si * s->elems;
+	/* the round's kept DATA, by member (DP_KEEP_*); NULL: the session keeps none */
+	struct rte_mbuf **kept = pt->kept ? pt->kept + (size_t)si * s->keep : NULL;
 	const void *payload = (const uint8_t *)h + CAIS_HDR_LEN;
 	/* the match checked it: the tensor's wire dtype, so a kernel set's index */
 	const struct dp_agg_ops *k = sw->agg->wire[h->dtype];
@@ -66,6 +83,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	case DP_V_NEW:
 		sc->data_rx++;
 		sc->abandoned += was == DP_SLOT_OPEN || was == DP_SLOT_UP;
+		if (kept && was == DP_SLOT_OPEN)
+			kept_free(lc, kept, s->keep);
 		sl->t_start = lc->now;
 		sl->out = t->wire;
 		sl->ovf = k->load(acc, payload, count) | leaf_ovf;
@@ -105,8 +124,15 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 		sc->inconsistent++;
 		return dp_drop(lc, m, DP_DROP_INCONSISTENT);
 	}
-	if (!complete)
+	if (!complete) {
+		/* kept until the round completes, to carry this member's RESULT */
+		if (kept && lc->keep_ok &&
+		    cais_payload_bytes(h->dtype, count) <= DP_RESULT_COPY_MAX) {
+			kept[dp_member_of(s, h->rank)] = m;
+			return;
+		}
 		return dp_free_later(lc, m);
+	}
 	if (s->up.on) {
 		sl->state = DP_SLOT_UP;
 		sl->t_up = lc->now;
@@ -114,7 +140,7 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	}
 	sc->rounds++;
 	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
-	dp_reply_results(lc, s, sl, acc, m);
+	dp_reply_results(lc, s, sl, acc, m, kept, dp_member_of(s, h->rank));
 }
 
 /* The spine's RESULT m for the round sl waits for: its sums become the round's. */
@@ -140,7 +166,8 @@ up_result(struct dp_lcore *lc, struct rte_mbuf *m, struct dp_session *s, struct 
 	sc->up_results++;
 	sc->rounds++;
 	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
-	dp_reply_results(lc, s, sl, acc, m);
+	/* a leaf keeps no DATA (its sessions' keep is 0) */
+	dp_reply_results(lc, s, sl, acc, m, NULL, (uint8_t)(s->n - 1));
 }
 
 void

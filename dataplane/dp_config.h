@@ -56,6 +56,19 @@
 #define DP_HDR_MBUFS	 16384
 
 /**
+ * Kept DATA (dp_action.c): a round's DATA mbufs wait in its slot until it
+ * completes and then carry its RESULTs, one to each sender, so no copy is
+ * allocated and no DATA freed. For sessions of at most DP_KEEP_RANKS
+ * members without an uplink (E9), DATA payloads of at most
+ * DP_RESULT_COPY_MAX bytes (larger RESULTs share one payload, dp_reply.c),
+ * and only while the packet pool has at least half of its mbufs free,
+ * looked at every DP_KEEP_CHECK polls: rounds that wait for a stalled rank
+ * must not leave the RX queues without mbufs.
+ */
+#define DP_KEEP_RANKS 64
+#define DP_KEEP_CHECK 64
+
+/**
  * A leaf (E9) sends a waiting round's partial up again on a local rank's
  * retransmission at most this often: the ranks' timers fire together, one
  * resend serves them all.
@@ -78,7 +91,8 @@
 
 /**
  * Bytes the slot arrays of all sessions may take (--slot-mem): a session
- * takes S x 2 sets x (E x 8 + 64) bytes, allocated and zeroed by session.add,
+ * takes S x 2 sets x (E x 8 + 64 + n x 8) bytes (the n x 8 of kept DATA
+ * pointers only where DP_KEEP_* applies), allocated and zeroed by session.add,
  * so the slot count alone lets one request take gigabytes (S 32768 at E 2048
  * is 1 GiB). 512 MiB holds 16 sessions of S 1024 at E 2048 (32 MiB each),
  * far more than a switch's ports feed at once, and leaves the mbuf pools

@@ -92,6 +92,8 @@ struct dp_lcore {
 	uint64_t last_key;
 	const struct dp_tensor *last_tensor;
 	uint16_t n_free;
+	bool keep_ok;	  /**< the packet pool is half free: DATA may be kept (DP_KEEP_*) */
+	uint32_t flushes; /**< dp_lcore_flush() calls, for the DP_KEEP_CHECK period */
 	struct rte_mbuf *free[2 * DP_BURST];
 	struct dp_txbuf tx[DP_MAX_PORTS];    /**< normal class: REJECT, ARP, L2, normal RESULTs */
 	struct dp_txbuf tx_hi[DP_MAX_PORTS]; /**< RESULTs of high-priority sessions: sent first */
@@ -114,7 +116,13 @@ void dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
 /** Run packets handed over by other lcores (DATA for slots this lcore owns). */
 void dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
 
-/** Send the TX buffers and handoffs, free the dropped mbufs; once per poll iteration. */
+/**
+ * Send the TX buffers and handoffs, free the dropped mbufs; once per poll
+ * iteration. Every DP_KEEP_CHECK calls, dp_lcore_keep_check().
+ */
 void dp_lcore_flush(struct dp_lcore *lc);
+
+/** Whether rounds may keep DATA now (DP_KEEP_*): the packet pool half free, sw->no_keep off. */
+void dp_lcore_keep_check(struct dp_lcore *lc);
 
 #endif /* DP_LCORE_H */

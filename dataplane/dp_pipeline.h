@@ -74,10 +74,13 @@ void dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_t
 
 /**
  * The round in sl is complete: write its RESULT payload (in the round's wire
- * dtype) into the completing DATA mbuf m and send it to every member.
+ * dtype) into m, the completing DATA (or a spine's RESULT, E9), and send it
+ * to every member: m itself to member `to`, the others the DATA the round
+ * kept of theirs (kept: by member, NULL where none; kept NULL: none), or
+ * copies. Empties kept.
  */
 void dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl,
-		      const int64_t *acc, struct rte_mbuf *m);
+		      const int64_t *acc, struct rte_mbuf *m, struct rte_mbuf **kept, uint8_t to);
 
 /**
  * Send the partial sum of a leaf's complete round (acc, sl in DP_SLOT_UP)

@@ -5,7 +5,9 @@
  * of the round's wire dtype (dp_agg.h) on the accumulator. A REJECT comes from
  * the match (dp_match.c) when DATA fails a check. Both are written into the
  * DATA mbuf that caused them (a RESULT payload is as long as the DATA's:
- * the same count and dtype), and go to the TX buffers (dp_tx.c). A leaf's
+ * the same count and dtype), a round's RESULT also into the DATA the round
+ * kept (DP_KEEP_*), one per sender, and into copies where it kept none;
+ * they go to the TX buffers (dp_tx.c). A leaf's
  * partial sum goes up to its spine as PARTIAL64 DATA, and a spine's REJECT
  * to each of the leaf's members (E9).
  */
@@ -81,8 +83,8 @@ result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
 }
 
 /*
- * The first n - 1 members' copies of a RESULT whose frame m holds (payload
- * and CAIS header written): small ones copied whole into one header-pool
+ * Copies of a RESULT whose frame m holds (payload and CAIS header written)
+ * for the n_to members to[]: small ones copied whole into one header-pool
  * mbuf each, larger ones as a header mbuf chained to an indirect mbuf that
  * shares m's payload. A copy costs an mbuf and the copy of its bytes, a
  * shared one two mbufs and the reference count of m (an atomic on attach
@@ -92,28 +94,29 @@ result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
  */
 static unsigned int
 send_copies(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
-	    struct rte_mbuf *m, unsigned int plen)
+	    struct rte_mbuf *m, unsigned int plen, const uint8_t *to, unsigned int n_to)
 {
 	struct rte_mbuf *mb[2 * (CAIS_MAX_WORLD - 1)];
 	const uint8_t *h = rte_pktmbuf_mtod_offset(m, const uint8_t *, CAIS_FRAME_HDR_OFF);
-	const unsigned int copies = s->n - 1u, whole = plen <= DP_RESULT_COPY_MAX;
+	const unsigned int whole = plen <= DP_RESULT_COPY_MAX;
 	const unsigned int len = CAIS_FRAME_OVERHEAD + plen;
 
-	if (copies == 0)
+	if (n_to == 0)
 		return 0;
-	if (unlikely(rte_pktmbuf_alloc_bulk(lc->sw->hdr_pool, mb, whole ? copies : 2 * copies))) {
-		lc->c.drops[DP_DROP_NO_MBUF] += copies;
+	if (unlikely(rte_pktmbuf_alloc_bulk(lc->sw->hdr_pool, mb, whole ? n_to : 2 * n_to))) {
+		lc->c.drops[DP_DROP_NO_MBUF] += n_to;
 		return 0;
 	}
-	for (unsigned int r = 0; r < copies; r++) {
-		struct rte_mbuf *hd = mb[whole ? r : 2 * r];
+	for (unsigned int k = 0; k < n_to; k++) {
+		const struct dp_member *mr = &s->members[to[k]];
+		struct rte_mbuf *hd = mb[whole ? k : 2 * k];
 		uint8_t *p = (uint8_t *)rte_pktmbuf_append(hd, whole ? len : CAIS_FRAME_OVERHEAD);
 
-		to_member(p, &s->members[r], CAIS_HDR_LEN + plen, sl->seq);
+		to_member(p, mr, CAIS_HDR_LEN + plen, sl->seq);
 		if (whole) {
 			memcpy(p + CAIS_FRAME_HDR_OFF, h, CAIS_HDR_LEN + plen);
 		} else {
-			struct rte_mbuf *ind = mb[2 * r + 1];
+			struct rte_mbuf *ind = mb[2 * k + 1];
 
 			rte_pktmbuf_attach(ind, m);
 			rte_pktmbuf_adj(ind, CAIS_FRAME_OVERHEAD);
@@ -122,31 +125,60 @@ send_copies(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slo
 			hd->nb_segs = 2;
 			hd->pkt_len = len;
 		}
-		send_to_member(lc, s, &s->members[r], hd);
+		send_to_member(lc, s, mr, hd);
 	}
-	return copies;
+	return n_to;
 }
 
 /*
- * The payload is stored once, into m; the first n - 1 members get copies
- * (send_copies()), and m itself (headers rewritten in place) goes to the
- * last member.
+ * The RESULT in m (payload and CAIS header written) rewritten into d, the
+ * DATA that member mr sent for this round and the round kept (DP_KEEP_*):
+ * the same count and a dtype at least as wide, so d's frame has the room.
+ */
+static inline void
+result_into(struct rte_mbuf *d, const uint8_t *f, unsigned int plen, const struct dp_member *mr,
+	    uint32_t seq)
+{
+	uint8_t *p = rte_pktmbuf_mtod(d, uint8_t *);
+
+	dp_mbuf_set_len(d, CAIS_FRAME_OVERHEAD + plen);
+	memcpy(p + CAIS_FRAME_HDR_OFF, f + CAIS_FRAME_HDR_OFF, CAIS_HDR_LEN + plen);
+	to_member(p, mr, CAIS_HDR_LEN + plen, seq);
+}
+
+/*
+ * The payload is stored once, into m, which goes to member `to`; every
+ * other member gets the DATA it sent, where the round kept it, rewritten
+ * into the RESULT, else a copy (send_copies()).
  */
 void
 dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, const int64_t *acc,
-		 struct rte_mbuf *m)
+		 struct rte_mbuf *m, struct rte_mbuf **kept, uint8_t to)
 {
 	struct dp_session_counters *sc = &s->part[lc->idx].c;
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	unsigned int plen = cais_payload_bytes(sl->out, sl->count), sent;
+	unsigned int plen = cais_payload_bytes(sl->out, sl->count), sent = 0, n_copy = 0;
+	uint8_t copy[CAIS_MAX_WORLD];
 
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	sl->ovf |= lc->sw->agg->wire[sl->out]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
 	sc->overflow += sl->ovf;
 	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->out);
-	sent = send_copies(lc, s, sl, m, plen);
-	to_member(f, &s->members[s->n - 1], CAIS_HDR_LEN + plen, sl->seq);
-	send_to_member(lc, s, &s->members[s->n - 1], m);
+	for (unsigned int r = 0; r < s->n; r++) {
+		if (r == to)
+			continue;
+		if (kept && kept[r]) {
+			result_into(kept[r], f, plen, &s->members[r], sl->seq);
+			send_to_member(lc, s, &s->members[r], kept[r]);
+			kept[r] = NULL;
+			sent++;
+		} else {
+			copy[n_copy++] = (uint8_t)r;
+		}
+	}
+	sent += send_copies(lc, s, sl, m, plen, copy, n_copy);
+	to_member(f, &s->members[to], CAIS_HDR_LEN + plen, sl->seq);
+	send_to_member(lc, s, &s->members[to], m);
 	sc->results_tx += sent + 1;
 }
 

@@ -43,6 +43,7 @@ lcores_create(struct dp_switch *sw, const struct dp_switch_conf *c)
 
 		lc->sw = sw;
 		lc->idx = i;
+		lc->keep_ok = true;
 		lc->lcore_id = c->lcore_ids[i];
 		lc->out = rte_zmalloc_socket("dp_handoff", sizeof(*lc->out) * c->n_lcores,
 					     RTE_CACHE_LINE_SIZE, c->socket);

@@ -97,6 +97,8 @@ struct dp_switch {
 	void *periodic_arg;
 	uint64_t lease_deadline; /**< TSC; 0: no lease (static mode, or ended by mode.set compute) */
 	bool held;		 /**< mode.set forward_only holds: leases do not lift it */
+	/** Rounds keep no DATA (DP_KEEP_*) from the next keep check on: bench_pipeline only. */
+	bool no_keep;
 
 	/* Set at creation. */
 	uint64_t start_tsc;

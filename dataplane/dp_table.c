@@ -13,6 +13,7 @@
 
 #include <rte_byteorder.h>
 #include <rte_hash_crc.h>
+#include <rte_mbuf.h>
 
 #include "dp_frame.h"
 #include "dp_rcu.h"
@@ -66,8 +67,14 @@ session_free(struct dp_session *s)
 		return;
 	if (s->part)
 		for (unsigned int i = 0; i < s->n_lcores; i++) {
-			free(s->part[i].slots);
-			free(s->part[i].acc);
+			struct dp_session_part *pt = &s->part[i];
+
+			/* rounds still open keep DATA: back to their pools */
+			for (size_t k = 0; pt->kept && k < (size_t)pt->n_local * 2 * s->keep; k++)
+				rte_pktmbuf_free(pt->kept[k]);
+			free(pt->kept);
+			free(pt->slots);
+			free(pt->acc);
 		}
 	free(s->part);
 	free(s->members);
@@ -121,7 +128,7 @@ session_find(struct dp_tables *t, uint16_t tenant, uint16_t session)
 /* Slots and accumulators of the part of a session that lcore k owns. */
 static int
 part_alloc(struct dp_session_part *pt, uint32_t pool, unsigned int k, unsigned int nl,
-	   uint16_t elems)
+	   uint16_t elems, uint16_t keep)
 {
 	size_t n_sets;
 
@@ -132,7 +139,8 @@ part_alloc(struct dp_session_part *pt, uint32_t pool, unsigned int k, unsigned i
 	pt->slots = aligned_alloc(64, n_sets * sizeof(struct dp_slot));
 	/* touched now, by the control thread, so the data path takes no page fault */
 	pt->acc = malloc(n_sets * elems * sizeof(int64_t));
-	if (!pt->slots || !pt->acc)
+	pt->kept = keep ? calloc(n_sets * keep, sizeof(*pt->kept)) : NULL;
+	if (!pt->slots || !pt->acc || (keep && !pt->kept))
 		return -ENOMEM;
 	memset(pt->slots, 0, n_sets * sizeof(struct dp_slot));
 	memset(pt->acc, 0, n_sets * elems * sizeof(int64_t));
@@ -168,6 +176,7 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 	s->pool = c->slots;
 	s->priority = c->priority;
 	s->first_rank = c->first_rank;
+	s->keep = dp_session_keep(c);
 	s->n_lcores = t->n_lcores;
 	LIST_INIT(&s->tensors);
 	s->members = calloc(c->n, sizeof(*s->members));
@@ -176,7 +185,7 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 		goto nomem;
 	memset(s->part, 0, sizeof(*s->part) * t->n_lcores);
 	for (unsigned int k = 0; k < t->n_lcores; k++)
-		if (part_alloc(&s->part[k], s->pool, k, t->n_lcores, s->elems) != 0)
+		if (part_alloc(&s->part[k], s->pool, k, t->n_lcores, s->elems, s->keep) != 0)
 			goto nomem;
 	for (unsigned int r = 0; r < c->n; r++)
 		member_set(t, &s->members[r], &c->members[r]);
@@ -197,14 +206,15 @@ nomem:
 }
 
 uint64_t
-dp_session_mem(uint32_t pool, uint16_t elems, unsigned int n_lcores)
+dp_session_mem(uint32_t pool, uint16_t elems, uint16_t keep, unsigned int n_lcores)
 {
 	uint64_t sets = 0;
 
 	/* what part_alloc() takes for every lcore's part */
 	for (unsigned int k = 0; k < n_lcores; k++)
 		sets += pool > k ? 2 * (uint64_t)((pool - k + n_lcores - 1) / n_lcores) : 0;
-	return sets * (sizeof(struct dp_slot) + (uint64_t)elems * sizeof(int64_t));
+	return sets * (sizeof(struct dp_slot) + (uint64_t)elems * sizeof(int64_t) +
+		       (uint64_t)keep * sizeof(struct rte_mbuf *));
 }
 
 /*
@@ -258,7 +268,7 @@ dp_session_add(struct dp_tables *t, const struct dp_session_conf *c, struct dp_e
 	}
 	if ((rc = members_usable(t, c, why)))
 		goto out;
-	mem = dp_session_mem(c->slots, c->elems, t->n_lcores);
+	mem = dp_session_mem(c->slots, c->elems, dp_session_keep(c), t->n_lcores);
 	if (t->slot_mem_used + mem > t->slot_mem_cap) {
 		rc = refuse(why, ENOSPC,
 			    "fields 'slots' x 'elems_per_packet': the slot arrays would take %" PRIu64
@@ -328,7 +338,7 @@ dp_session_del(struct dp_tables *t, uint16_t tenant, uint16_t session, struct dp
 	LIST_REMOVE(s, link);
 	t->n_sessions--;
 	t->slots_used -= s->pool;
-	t->slot_mem_used -= dp_session_mem(s->pool, s->elems, s->n_lcores);
+	t->slot_mem_used -= dp_session_mem(s->pool, s->elems, s->keep, s->n_lcores);
 	dp_rcu_synchronize(t->rcu);
 	while ((tn = LIST_FIRST(&gone))) {
 		LIST_REMOVE(tn, link);

@@ -15,8 +15,10 @@
  * takes no lock and allocates nothing here.
  *
  * Slot ownership: slot index i of a session belongs to data lcore
- * (i mod n_lcores), which keeps the slot's state and accumulator in its
- * part of the session (struct dp_session_part): no two lcores write one slot.
+ * (i mod n_lcores), which keeps the slot's state, accumulator and kept
+ * DATA in its part of the session (struct dp_session_part): no two lcores
+ * write one slot. Kept DATA still in a removed session's slots go back to
+ * their pools when it is freed.
  */
 #ifndef DP_TABLE_H
 #define DP_TABLE_H
@@ -35,6 +37,7 @@
 #include "dp_parse.h"
 #include "dp_slot.h"
 
+struct rte_mbuf;
 struct rte_rcu_qsbr;
 
 /** Session priority classes: RESULTs of high-priority sessions leave first. */
@@ -139,6 +142,11 @@ struct dp_session_counters {
 struct dp_session_part {
 	struct dp_slot *slots; /**< n_local x 2 sets */
 	int64_t *acc;	       /**< n_local x 2 x elems */
+	/**
+	 * n_local x 2 x keep: each open round's kept DATA mbufs by member
+	 * (DP_KEEP_*, dp_action.c), NULL where none; NULL when keep is 0.
+	 */
+	struct rte_mbuf **kept;
 	uint32_t n_local;
 	struct dp_session_counters c;
 } __rte_cache_aligned;
@@ -166,6 +174,7 @@ struct dp_session {
 	uint32_t pool;
 	uint8_t priority;   /**< enum dp_prio */
 	uint8_t first_rank; /**< DATA's rank r is member r - first_rank (a leaf's ranks, E9) */
+	uint16_t keep;	    /**< DATA kept per round: n, or 0 (dp_session_keep()) */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */
 	struct dp_uplink up;	      /**< a leaf's spine (E9); up.on false elsewhere */
@@ -260,8 +269,22 @@ int dp_tensor_add(struct dp_tables *t, const struct dp_tensor_conf *c, struct dp
 int dp_tensor_del(struct dp_tables *t, uint16_t tenant, uint16_t session, uint32_t tensor,
 		  struct dp_err *why);
 
-/** Bytes the slot arrays of a session of pool slots of elems elements take. */
-uint64_t dp_session_mem(uint32_t pool, uint16_t elems, unsigned int n_lcores);
+/**
+ * Members whose DATA a round of a session so configured keeps (DP_KEEP_*):
+ * all n with at most DP_KEEP_RANKS and no uplink (a leaf's round goes up
+ * and completes on the spine's RESULT), else none.
+ */
+static inline uint16_t
+dp_session_keep(const struct dp_session_conf *c)
+{
+	return c->n <= DP_KEEP_RANKS && !c->uplink.on ? c->n : 0;
+}
+
+/**
+ * Bytes the slot arrays of a session of pool slots of elems elements take,
+ * keeping keep DATA per round (dp_session_keep()).
+ */
+uint64_t dp_session_mem(uint32_t pool, uint16_t elems, uint16_t keep, unsigned int n_lcores);
 
 /** Set the share of the slot capacity (0..1) beyond which session.add refuses. */
 void dp_tables_set_slot_usage(struct dp_tables *t, double share);

@@ -5,7 +5,9 @@
  * leaves here, when a buffer fills (dp_pipeline.h) and once per poll
  * (dp_lcore_flush(), from dp_lcore.c). Packets go to the port's TX queue
  * of this lcore (or the TX hook), and to the owner lcores' handoff rings,
- * where dp_lcore.c picks them up again.
+ * where dp_lcore.c picks them up again. Every DP_KEEP_CHECK flushes the
+ * lcore looks whether rounds may keep DATA (dp_config.h DP_KEEP_*): the
+ * packet pool free enough.
  */
 #include <rte_ethdev.h>
 #include <rte_ring.h>
@@ -82,4 +84,15 @@ dp_lcore_flush(struct dp_lcore *lc)
 		if (lc->tx[p].n || lc->tx_hi[p].n)
 			dp_tx_flush(lc, p);
 	dp_free_flush(lc);
+	if (++lc->flushes % DP_KEEP_CHECK == 0)
+		dp_lcore_keep_check(lc);
+}
+
+void
+dp_lcore_keep_check(struct dp_lcore *lc)
+{
+	const struct dp_switch *sw = lc->sw;
+
+	lc->keep_ok = !__atomic_load_n(&sw->no_keep, __ATOMIC_RELAXED) &&
+		      rte_mempool_avail_count(sw->pool) >= sw->pool->size / 2;
 }

@@ -195,11 +195,23 @@ tenv_create(const struct tf_end *agg, uint16_t n_ports, unsigned int n_lcores)
 	return e;
 }
 
+/*
+ * Free the switch and the input pool; every input mbuf must be back in it
+ * by then (sent, dropped, or kept by an open round and freed with its
+ * session): a leak fails the test.
+ */
 static inline void
 tenv_free(struct tenv *e)
 {
+	unsigned int back;
+
 	tenv_clear(e);
 	dp_switch_free(e->sw);
+	back = rte_mempool_avail_count(e->in);
+	if (back != e->in->size) {
+		fprintf(stderr, "tenv_free: %u input mbufs not returned\n", e->in->size - back);
+		abort();
+	}
 	rte_mempool_free(e->in);
 	free(e);
 }

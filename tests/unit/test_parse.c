@@ -2130,13 +2130,13 @@ test_pipe_session_refusals(void **state)
 		 "\"02:00:00:00:00:09\", \"ip\": \"10.0.0.9\", \"port\": 9}]}}");
 	assert_int_equal(tenv_ctl(e, json, &err), 0);
 	assert_int_equal(e->sw->tables.slot_mem_used,
-			 dp_session_mem(POOL, ELEMS, 1) + dp_session_mem(8192, 2048, 1));
+			 dp_session_mem(POOL, ELEMS, N_RANKS, 1) + dp_session_mem(8192, 2048, 1, 1));
 	assert_int_equal(tenv_ctl(e,
 				  "{\"cmd\": \"session.del\", \"args\": {\"tenant\": 9, \"session\": "
 				  "9}}",
 				  &err),
 			 0);
-	assert_int_equal(e->sw->tables.slot_mem_used, dp_session_mem(POOL, ELEMS, 1));
+	assert_int_equal(e->sw->tables.slot_mem_used, dp_session_mem(POOL, ELEMS, N_RANKS, 1));
 }
 
 /*

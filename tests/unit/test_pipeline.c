@@ -5,9 +5,10 @@
  * Covers the reliability rules of PROTOCOL.md section 3 (arrival orders,
  * duplicates, loss, lost RESULTs, stale seqs, set alternation and seq wrap,
  * saturation), the ops, ARP, L2 learning/flooding, the lcore handoff,
- * forward-only mode and the lease; and BLOCK16 (E4): every op, arrival
- * orders, exponents aligned exactly, its REJECTs, a dtype change within a
- * round, OVERFLOW from a DATA exponent.
+ * forward-only mode and the lease, the DATA a round keeps for its RESULTs
+ * (and that no input mbuf is lost: tenv_free()); and BLOCK16 (E4): every
+ * op, arrival orders, exponents aligned exactly, its REJECTs, a dtype
+ * change within a round, OVERFLOW from a DATA exponent.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -714,6 +715,113 @@ t_world_one(void **state)
 		send_data(&c, 0, NULL, 0);
 		expect_results(&c, 1, want, 0);
 	}
+}
+
+/* Input mbufs not back in their pool: DATA that open rounds keep (DP_KEEP_*). */
+static unsigned int
+kept_now(void)
+{
+	return E->in->size - rte_mempool_avail_count(E->in);
+}
+
+/*
+ * A round keeps its DATA until it completes, and they carry its RESULTs
+ * (dp_config.h DP_KEEP_*): none is freed before, every one is sent after,
+ * the bytes those of any RESULT. A newer round that takes the slot of an
+ * open one frees what that one kept; so does removing the session.
+ */
+static void
+t_kept(void **state)
+{
+	struct chunk c = {1, 1, 1, 400, 8, 64};
+	struct dp_session_counters sc;
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	for (unsigned int r = 0; r < 3; r++) {
+		send_data(&c, r, NULL, 0);
+		assert_int_equal(kept_now(), r + 1);
+	}
+	expect_nothing();
+	send_data(&c, 3, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+	assert_int_equal(kept_now(), 0);
+	/* two in; then seq + 2 x pool, the same slot and set, abandons them */
+	c.seq = 410;
+	send_data(&c, 0, NULL, 0);
+	send_data(&c, 1, NULL, 0);
+	assert_int_equal(kept_now(), 2);
+	c.seq = 410 + 2 * 8;
+	send_data(&c, 2, NULL, 0);
+	assert_int_equal(kept_now(), 1);
+	assert_int_equal(counters(1, 1, &sc)->abandoned, 1);
+	expected_sum(&c, 4, want);
+	send_data(&c, 0, NULL, 0);
+	send_data(&c, 3, NULL, 0);
+	send_data(&c, 1, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+	assert_int_equal(kept_now(), 0);
+	/* rounds open when their session goes */
+	c.seq = 430;
+	send_data(&c, 2, NULL, 0);
+	c.seq = 431;
+	send_data(&c, 0, NULL, 0);
+	send_data(&c, 3, NULL, 0);
+	assert_int_equal(kept_now(), 3);
+	ctl_ok("{\"cmd\":\"session.del\",\"args\":{\"tenant\":1,\"session\":1}}");
+	assert_int_equal(kept_now(), 0);
+}
+
+/*
+ * Where a round cannot keep DATA, it is freed as it comes and its sender
+ * gets a copy of the RESULT: the same bytes, also in a round that kept
+ * some of its DATA and not the rest. While the switch's packet pool is
+ * less than half free (seen within DP_KEEP_CHECK polls), and for payloads
+ * above DP_RESULT_COPY_MAX.
+ */
+static void
+t_kept_refused(void **state)
+{
+	static struct rte_mbuf *drain[2048];
+	static int32_t big[MAXE];
+	struct dp_lcore *lc = &E->sw->lcores[0];
+	struct chunk c = {1, 1, 1, 500, 8, 64};
+	unsigned int nd = 0;
+	int32_t want[64];
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	send_data(&c, 0, NULL, 0);
+	assert_int_equal(kept_now(), 1);
+	while (rte_mempool_avail_count(E->sw->pool) >= E->sw->pool->size / 2) {
+		assert_true(nd < RTE_DIM(drain));
+		drain[nd] = rte_pktmbuf_alloc(E->sw->pool);
+		assert_non_null(drain[nd++]);
+	}
+	for (unsigned int i = 0; i < DP_KEEP_CHECK; i++)
+		dp_lcore_flush(lc);
+	assert_false(lc->keep_ok);
+	send_data(&c, 1, NULL, 0);
+	send_data(&c, 2, NULL, 0);
+	assert_int_equal(kept_now(), 1);
+	send_data(&c, 3, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
+	assert_int_equal(kept_now(), 0);
+	rte_pktmbuf_free_bulk(drain, nd);
+	for (unsigned int i = 0; i < DP_KEEP_CHECK; i++)
+		dp_lcore_flush(lc);
+	assert_true(lc->keep_ok);
+	/* 2048 FIXED32 elements, 8 KiB: their RESULTs share one payload instead */
+	session(6, 1, 4, 4, MAXE);
+	tensor(6, 1, 1, "sum");
+	c = (struct chunk){6, 1, 1, 0, 4, MAXE};
+	for (unsigned int r = 0; r < 3; r++)
+		send_data(&c, r, NULL, 0);
+	assert_int_equal(kept_now(), 0);
+	send_data(&c, 3, NULL, 0);
+	expected_sum(&c, 4, big);
+	expect_results(&c, 0xF, big, 0);
 }
 
 /* 2048 elements per packet (8 KiB payload, jumbo frames), 8 ranks, RESULT shared by 8. */
@@ -1803,6 +1911,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_inconsistent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_burst_tensors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_world_one, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_kept_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_jumbo, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_arp, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_l2, setup, teardown),
