@@ -113,6 +113,11 @@ print_totals(FILE *f, const json_t *o)
 	if (json_object_get(o, "slot_mem"))
 		fprintf(f, ", slot memory %" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT " MiB",
 			geti(o, "slot_mem_used") >> 20, geti(o, "slot_mem") >> 20);
+	if (json_object_get(o, "mbufs"))
+		fprintf(f, ", mbufs free %" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT,
+			geti(o, "mbufs_free"), geti(o, "mbufs"));
+	if (geti(o, "keep_refused"))
+		fprintf(f, " (DATA not kept: %" JSON_INTEGER_FORMAT ")", geti(o, "keep_refused"));
 	if (th)
 		fprintf(f, "; thresholds: queue depth %" JSON_INTEGER_FORMAT ", slot usage %.3g",
 			geti(th, "queue_depth"), getd(th, "slot_usage"));

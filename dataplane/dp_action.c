@@ -126,10 +126,12 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	}
 	if (!complete) {
 		/* kept until the round completes, to carry this member's RESULT */
-		if (kept && lc->keep_ok &&
-		    cais_payload_bytes(h->dtype, count) <= DP_RESULT_COPY_MAX) {
-			kept[dp_member_of(s, h->rank)] = m;
-			return;
+		if (kept && cais_payload_bytes(h->dtype, count) <= DP_RESULT_COPY_MAX) {
+			if (likely(lc->keep_ok)) {
+				kept[dp_member_of(s, h->rank)] = m;
+				return;
+			}
+			lc->c.keep_refused++;
 		}
 		return dp_free_later(lc, m);
 	}

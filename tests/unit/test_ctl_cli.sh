@@ -358,6 +358,10 @@ expect_in "$OUT" "^  session 1/1 \(n 2, slots 64, elems 2048, priority 1, tensor
 expect_in "$OUT" "^  session 1/1 .*: DATA 0, rounds 0, retx 0, resends 0, dup 0, stale 0, overflow 0$" "stats table: session 1/1 counters"
 expect_in "$OUT" "^    tensors: 7 \(sum, scale 1024\)$" "stats table: tensors of 1/1"
 expect_in "$OUT" "slots 72/[0-9]+" "stats table: slot usage"
+expect_in "$OUT" "mbufs free [0-9]+/[0-9]+" "stats table: the packet pool"
+run 0 "stats.get --json: the packet pool" "${C[@]}" --json stats.get &&
+	pycheck "$OUT" '0 < d["mbufs_free"] <= d["mbufs"] and d["keep_refused"] == 0' \
+		"stats.get: mbufs, mbufs_free, keep_refused"
 
 # raw
 run 0 "raw ping" "${C[@]}" raw ping && pycheck "$OUT" 'd["mode"] == "compute"' "raw prints JSON"

@@ -268,6 +268,23 @@ tenv_ctl(struct tenv *e, const char *json, struct ctl_err *err)
 	return rc;
 }
 
+/** The switch's stats.get result (the caller json_decref()s it). */
+static inline json_t *
+tenv_stats(struct tenv *e)
+{
+	struct ctl_ops ops;
+	struct ctl_err err;
+	json_t *req = json_pack("{s:s}", "cmd", "stats.get"), *res = NULL;
+
+	dp_switch_ctl_ops(e->sw, &ops);
+	if (!req || ctl_dispatch(&ops, req, &res, &err) != 0) {
+		fprintf(stderr, "stats.get: %s\n", err.msg);
+		exit(1);
+	}
+	json_decref(req);
+	return res;
+}
+
 /** Counter of a drop reason summed over lcores. */
 static inline uint64_t
 tenv_drops(const struct tenv *e, enum dp_drop d)

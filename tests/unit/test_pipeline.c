@@ -788,6 +788,7 @@ t_kept_refused(void **state)
 	struct dp_lcore *lc = &E->sw->lcores[0];
 	struct chunk c = {1, 1, 1, 500, 8, 64};
 	unsigned int nd = 0;
+	json_t *st;
 	int32_t want[64];
 
 	(void)state;
@@ -805,6 +806,11 @@ t_kept_refused(void **state)
 	send_data(&c, 1, NULL, 0);
 	send_data(&c, 2, NULL, 0);
 	assert_int_equal(kept_now(), 1);
+	st = tenv_stats(E);
+	assert_int_equal(json_integer_value(json_object_get(st, "keep_refused")), 2);
+	assert_int_equal(json_integer_value(json_object_get(st, "mbufs")), E->sw->pool->size);
+	assert_true(json_integer_value(json_object_get(st, "mbufs_free")) < E->sw->pool->size / 2);
+	json_decref(st);
 	send_data(&c, 3, NULL, 0);
 	expect_results(&c, 0xF, want, 0);
 	assert_int_equal(kept_now(), 0);
