@@ -338,6 +338,16 @@ refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
 
 enum mode { M_PIPELINE, M_IO, M_KERNEL, M_OPEN, M_COPIES, M_COUNT };
 
+/* The modes' names, as --only takes them. */
+static const char *const mode_names[M_COUNT] = {"pipeline", "io", "kernel", "open", "copies"};
+
+/* The modes that run the switch's pipeline (and so send RESULTs). */
+static inline bool
+runs_pipeline(enum mode md)
+{
+	return md == M_PIPELINE || md == M_OPEN || md == M_COPIES;
+}
+
 struct result {
 	double mpps; /* DATA packets per second, millions */
 	double gbps; /* DATA payload per second, Gb/s */
@@ -388,7 +398,7 @@ batch(struct setup *s, enum mode mode, uint32_t *seq)
 	s->sw->no_keep = mode == M_COPIES;
 	dp_lcore_keep_check(lc);
 	t0 = rte_rdtsc();
-	if (mode == M_PIPELINE || mode == M_OPEN || mode == M_COPIES) {
+	if (runs_pipeline(mode)) {
 		for (unsigned int i = 0; i < per; i += DP_BURST) {
 			uint16_t nb = (uint16_t)(per - i < DP_BURST ? per - i : DP_BURST);
 
@@ -450,7 +460,7 @@ run(struct setup *s, const bool want[M_COUNT], double seconds, struct result out
 			spent[md] += dt;
 			samples[md][nb[md]++] = dt;
 			out[md].pkts += per;
-			if (md == M_PIPELINE || md == M_OPEN || md == M_COPIES)
+			if (runs_pipeline((enum mode)md))
 				out[md].results += s->tx.pkts - tx0;
 			more = true;
 		}
@@ -544,12 +554,7 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 
 		one[pl->only] = true;
 		run(s, one, pl->seconds, res);
-		printf("  %7s %5u %5u | %s %.2f Mpps\n", wn, e, n,
-		       pl->only == M_PIPELINE ? "pipeline"
-		       : pl->only == M_IO     ? "io"
-		       : pl->only == M_OPEN   ? "open"
-		       : pl->only == M_COPIES ? "copies"
-					      : "kernel",
+		printf("  %7s %5u %5u | %s %.2f Mpps\n", wn, e, n, mode_names[pl->only],
 		       res[pl->only].mpps);
 		teardown(s);
 		free(s);
@@ -819,17 +824,11 @@ main(int argc, char **argv)
 			nl = bench_parse_list("bench_pipeline", "--lcores", optarg, lcs, MAX_LIST);
 			break;
 		case 'o':
-			if (!strcmp(optarg, "pipeline"))
-				pl.only = M_PIPELINE;
-			else if (!strcmp(optarg, "io"))
-				pl.only = M_IO;
-			else if (!strcmp(optarg, "kernel"))
-				pl.only = M_KERNEL;
-			else if (!strcmp(optarg, "open"))
-				pl.only = M_OPEN;
-			else if (!strcmp(optarg, "copies"))
-				pl.only = M_COPIES;
-			else {
+			pl.only = -1;
+			for (int md = 0; md < M_COUNT; md++)
+				if (!strcmp(optarg, mode_names[md]))
+					pl.only = md;
+			if (pl.only < 0) {
 				fprintf(stderr,
 					"bench_pipeline: --only pipeline|io|kernel|open|copies\n");
 				return 2;

@@ -125,6 +125,17 @@ session_find(struct dp_tables *t, uint16_t tenant, uint16_t session)
 	return NULL;
 }
 
+/*
+ * Members whose DATA a round of a session so configured keeps (DP_KEEP_*):
+ * all n with at most DP_KEEP_RANKS and no uplink (a leaf's round goes up
+ * and completes on the spine's RESULT), else none.
+ */
+static uint16_t
+keep_of(const struct dp_session_conf *c)
+{
+	return c->n <= DP_KEEP_RANKS && !c->uplink.on ? c->n : 0;
+}
+
 /* Slots and accumulators of the part of a session that lcore k owns. */
 static int
 part_alloc(struct dp_session_part *pt, uint32_t pool, unsigned int k, unsigned int nl,
@@ -176,7 +187,7 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 	s->pool = c->slots;
 	s->priority = c->priority;
 	s->first_rank = c->first_rank;
-	s->keep = dp_session_keep(c);
+	s->keep = keep_of(c);
 	s->n_lcores = t->n_lcores;
 	LIST_INIT(&s->tensors);
 	s->members = calloc(c->n, sizeof(*s->members));
@@ -268,7 +279,7 @@ dp_session_add(struct dp_tables *t, const struct dp_session_conf *c, struct dp_e
 	}
 	if ((rc = members_usable(t, c, why)))
 		goto out;
-	mem = dp_session_mem(c->slots, c->elems, dp_session_keep(c), t->n_lcores);
+	mem = dp_session_mem(c->slots, c->elems, keep_of(c), t->n_lcores);
 	if (t->slot_mem_used + mem > t->slot_mem_cap) {
 		rc = refuse(why, ENOSPC,
 			    "fields 'slots' x 'elems_per_packet': the slot arrays would take %" PRIu64

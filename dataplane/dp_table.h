@@ -174,7 +174,7 @@ struct dp_session {
 	uint32_t pool;
 	uint8_t priority;   /**< enum dp_prio */
 	uint8_t first_rank; /**< DATA's rank r is member r - first_rank (a leaf's ranks, E9) */
-	uint16_t keep;	    /**< DATA kept per round: n, or 0 (dp_session_keep()) */
+	uint16_t keep;	    /**< DATA kept per round: n, or 0 (dp_table.c keep_of()) */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */
 	struct dp_uplink up;	      /**< a leaf's spine (E9); up.on false elsewhere */
@@ -270,19 +270,8 @@ int dp_tensor_del(struct dp_tables *t, uint16_t tenant, uint16_t session, uint32
 		  struct dp_err *why);
 
 /**
- * Members whose DATA a round of a session so configured keeps (DP_KEEP_*):
- * all n with at most DP_KEEP_RANKS and no uplink (a leaf's round goes up
- * and completes on the spine's RESULT), else none.
- */
-static inline uint16_t
-dp_session_keep(const struct dp_session_conf *c)
-{
-	return c->n <= DP_KEEP_RANKS && !c->uplink.on ? c->n : 0;
-}
-
-/**
  * Bytes the slot arrays of a session of pool slots of elems elements take,
- * keeping keep DATA per round (dp_session_keep()).
+ * keeping keep DATA per round (DP_KEEP_*: n, or 0).
  */
 uint64_t dp_session_mem(uint32_t pool, uint16_t elems, uint16_t keep, unsigned int n_lcores);
 

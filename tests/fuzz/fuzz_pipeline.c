@@ -1215,7 +1215,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rte_mbuf *burst[DP_BURST];
 	uint16_t nb = 0;
 	size_t pos = 0;
-	unsigned int in_use;
+	unsigned int in_use, kept;
 
 	reset();
 	while (pos + FZ_REC_HDR <= size && n_frames < FZ_MAX_FRAMES) {
@@ -1296,9 +1296,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		VIOLATION("model: deferred DATA left");
 	/* every mbuf is back or kept by an open round: nothing sent twice, nothing leaked */
 	in_use = IN_MBUFS - rte_mempool_avail_count(in_pool);
-	if (in_use != kept_data(false))
+	kept = kept_data(false);
+	if (in_use != kept)
 		VIOLATION("%u input mbufs not returned, %u of them kept by open rounds", in_use,
-			  kept_data(false));
+			  kept);
 	in_use = HDR_MBUFS - rte_mempool_avail_count(sw->hdr_pool);
 	if (in_use)
 		VIOLATION("%u header mbufs not returned", in_use);

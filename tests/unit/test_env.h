@@ -248,13 +248,13 @@ tenv_send(struct tenv *e, uint16_t port, const void *frame, size_t len)
 	tenv_send_on(e, 0, port, frame, len);
 }
 
-/** Apply one JSON control request; returns its code. */
+/** Apply one JSON control request; returns its code, its result in *res unless res is NULL. */
 static inline int
-tenv_ctl(struct tenv *e, const char *json, struct ctl_err *err)
+tenv_request(struct tenv *e, const char *json, struct ctl_err *err, json_t **res)
 {
 	struct ctl_ops ops;
 	json_error_t jerr;
-	json_t *req = json_loads(json, 0, &jerr), *res = NULL;
+	json_t *req = json_loads(json, 0, &jerr), *r = NULL;
 	int rc;
 
 	if (!req) {
@@ -262,26 +262,33 @@ tenv_ctl(struct tenv *e, const char *json, struct ctl_err *err)
 		exit(1);
 	}
 	dp_switch_ctl_ops(e->sw, &ops);
-	rc = ctl_dispatch(&ops, req, &res, err);
+	rc = ctl_dispatch(&ops, req, &r, err);
 	json_decref(req);
-	json_decref(res);
+	if (res)
+		*res = r;
+	else
+		json_decref(r);
 	return rc;
+}
+
+/** Apply one JSON control request; returns its code. */
+static inline int
+tenv_ctl(struct tenv *e, const char *json, struct ctl_err *err)
+{
+	return tenv_request(e, json, err, NULL);
 }
 
 /** The switch's stats.get result (the caller json_decref()s it). */
 static inline json_t *
 tenv_stats(struct tenv *e)
 {
-	struct ctl_ops ops;
 	struct ctl_err err;
-	json_t *req = json_pack("{s:s}", "cmd", "stats.get"), *res = NULL;
+	json_t *res = NULL;
 
-	dp_switch_ctl_ops(e->sw, &ops);
-	if (!req || ctl_dispatch(&ops, req, &res, &err) != 0) {
+	if (tenv_request(e, "{\"cmd\":\"stats.get\"}", &err, &res) != 0) {
 		fprintf(stderr, "stats.get: %s\n", err.msg);
 		exit(1);
 	}
-	json_decref(req);
 	return res;
 }
 
