@@ -47,15 +47,13 @@ kept_free(struct dp_lcore *lc, struct rte_mbuf **kept, uint16_t n)
 }
 
 void
-dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, uint16_t slotf)
+dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, unsigned int si)
 {
 	struct dp_switch *sw = lc->sw;
 	struct dp_session *s = t->s;
 	struct dp_session_part *pt = &s->part[lc->idx];
 	struct dp_session_counters *sc = &pt->c;
 	const struct cais_hdr *h = dp_mbuf_cais(m);
-	unsigned int idx = slotf & CAIS_SLOT_MASK, set = slotf >> 15;
-	unsigned int si = (idx / sw->n_lcores) * 2 + set;
 	struct dp_slot *sl = &pt->slots[si];
 	int64_t *acc = pt->acc + (size_t)si * s->elems;
 	/* the round's kept DATA, by member (DP_KEEP_*); NULL: the session keeps none */
@@ -173,13 +171,11 @@ up_result(struct dp_lcore *lc, struct rte_mbuf *m, struct dp_session *s, struct 
 }
 
 void
-dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, uint16_t slotf)
+dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, unsigned int si)
 {
 	struct dp_session *s = t->s;
 	struct dp_session_part *pt = &s->part[lc->idx];
 	const struct cais_hdr *h = dp_mbuf_cais(m);
-	unsigned int idx = slotf & CAIS_SLOT_MASK, set = slotf >> 15;
-	unsigned int si = (idx / lc->sw->n_lcores) * 2 + set;
 	struct dp_slot *sl = &pt->slots[si];
 
 	/* only the round that waits for the spine: a late or repeated answer is stale */

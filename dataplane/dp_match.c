@@ -102,7 +102,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 	const struct dp_session *s;
 	struct dp_session_counters *sc;
 	uint16_t slotf;
-	unsigned int owner;
+	unsigned int owner, local;
 
 	if (unlikely(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED) == DP_MODE_FWD_ONLY))
 		return dp_reply_reject(lc, m, CAIS_R_FWD_ONLY, NULL);
@@ -133,10 +133,10 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
 	/* the owner computes the same owner: a handed-off packet never moves twice */
-	owner = sw->n_lcores == 1 ? 0 : (slotf & CAIS_SLOT_MASK) % sw->n_lcores;
+	owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
-	dp_action_data(lc, m, t, slotf);
+	dp_action_data(lc, m, t, local * 2 + (slotf >> 15));
 }
 
 /*
@@ -160,7 +160,7 @@ dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
 	const struct dp_tensor *t;
 	const struct dp_session *s;
 	uint16_t slotf;
-	unsigned int owner;
+	unsigned int owner, local;
 
 	t = tensor_of(lc, h);
 	if (!t || !t->s->up.on || !from_uplink(m, f, &t->s->up, !sw->pcfg.unguarded))
@@ -172,8 +172,8 @@ dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
 		s->part[lc->idx].c.slot_mismatch++;
 		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
-	owner = sw->n_lcores == 1 ? 0 : (slotf & CAIS_SLOT_MASK) % sw->n_lcores;
+	owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
-	dp_action_answer(lc, m, t, slotf);
+	dp_action_answer(lc, m, t, local * 2 + (slotf >> 15));
 }

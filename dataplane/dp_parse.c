@@ -43,17 +43,37 @@ rd16(const uint8_t *p)
 	return (uint16_t)(p[0] << 8 | p[1]);
 }
 
+/*
+ * The ones' complement sum does not depend on byte order (RFC 1071 2.B):
+ * summed as 32-bit words in the CPU's order, folded, and swapped once into
+ * network order at the end, it is the sum of the big-endian 16-bit words.
+ */
 uint16_t
 dp_ip_csum(const void *hdr, unsigned int hlen)
 {
 	const uint8_t *p = hdr;
-	uint32_t sum = 0;
+	uint64_t sum = 0;
 	unsigned int i;
 
-	for (i = 0; i + 1 < hlen; i += 2)
-		sum += rd16(p + i);
-	while (sum >> 16)
-		sum = (sum & 0xFFFF) + (sum >> 16);
+	for (i = 0; i + 4 <= hlen; i += 4) {
+		uint32_t w;
+
+		memcpy(&w, p + i, 4);
+		sum += w;
+	}
+	if (i + 2 <= hlen) {
+		uint16_t w;
+
+		memcpy(&w, p + i, 2);
+		sum += w;
+	}
+	sum = (sum & 0xFFFFFFFFu) + (sum >> 32);
+	sum = (sum & 0xFFFFu) + (sum >> 16);
+	sum = (sum & 0xFFFFu) + (sum >> 16);
+	sum = (sum & 0xFFFFu) + (sum >> 16);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	sum = __builtin_bswap16((uint16_t)sum);
+#endif
 	return (uint16_t)~sum;
 }
 

@@ -56,11 +56,13 @@ void dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m);
 
 /**
  * The action on DATA m for a slot this lcore owns, matched and checked.
- * @param t     its tensor entry
- * @param slotf its slot field (set bit and index), consistent with its seq
+ * @param t  its tensor entry
+ * @param si its (slot, set) among this lcore's in the session's part:
+ *           (index / n_lcores) x 2 + set (dp_slot_owner()), from a slot
+ *           field consistent with its seq
  */
 void dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
-		    uint16_t slotf);
+		    unsigned int si);
 
 /**
  * The action on a spine's answer m (E9) for a slot this lcore owns, from the
@@ -68,7 +70,7 @@ void dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_ten
  * to every local member), a REJECT goes on to them, an ACK is dropped.
  */
 void dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
-		      uint16_t slotf);
+		      unsigned int si);
 
 /* ---- dp_reply.c: RESULT and REJECT ---- */
 
@@ -175,6 +177,21 @@ dp_handoff(struct dp_lcore *lc, unsigned int owner, struct rte_mbuf *m)
 	ho->m[ho->n++] = m;
 	if (ho->n == DP_BURST)
 		dp_handoff_flush(lc, owner);
+}
+
+/*
+ * Slots are dealt to the data lcores in turn: slot index idx is owned by
+ * lcore idx mod n_lcores, as the (idx / n_lcores)-th of its slots (in
+ * dp_session_part). Both by a reciprocal, a multiply and shifts, not a
+ * divide: every DATA asks.
+ */
+static inline unsigned int
+dp_slot_owner(const struct dp_switch *sw, unsigned int idx, unsigned int *local)
+{
+	unsigned int q = rte_reciprocal_divide(idx, sw->lc_div);
+
+	*local = q;
+	return idx - q * sw->n_lcores;
 }
 
 /** Make m a single segment of len bytes. */

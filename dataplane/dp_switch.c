@@ -83,6 +83,7 @@ settings_init(struct dp_switch *sw, const struct dp_switch_conf *c)
 	sw->pcfg.udp_port = rte_cpu_to_be_16(c->udp_port);
 	sw->n_ports = c->n_ports;
 	sw->n_lcores = c->n_lcores;
+	sw->lc_div = rte_reciprocal_value(c->n_lcores);
 	sw->hz = rte_get_tsc_hz();
 	sw->idle_sleep_us = c->idle_sleep_us;
 	sw->rx_loss = (uint32_t)((uint64_t)c->rx_loss_pct * 4294967296ull / 100);

@@ -15,8 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <rte_ether.h>
 #include <rte_common.h>
+#include <rte_ether.h>
+#include <rte_reciprocal.h>
 
 #include "dp_agg.h"
 #include "dp_config.h"
@@ -75,6 +76,7 @@ struct dp_switch {
 	struct dp_parse_cfg pcfg; /**< the aggregator's addresses */
 	uint16_t n_ports;
 	unsigned int n_lcores;
+	struct rte_reciprocal lc_div; /**< divides by n_lcores: slot ownership (dp_slot_owner()) */
 	uint64_t hz;
 	uint32_t idle_sleep_us; /**< the longest sleep of an idle lcore; 0: busy polling */
 	uint32_t rx_loss;	/**< tests only: a received frame is dropped when a random

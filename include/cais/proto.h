@@ -372,14 +372,15 @@ cais_pool_size_ok(uint32_t s)
 
 /**
  * The slot field (set bit and index) that chunk seq must carry in a pool
- * of S slots (S a power of two).
+ * of S slots (S a power of two): index seq mod S, set (seq / S) mod 2,
+ * which for a power of two is the bit of seq that S is (no divide: the
+ * switch computes this for every DATA).
  */
 static inline uint16_t
 cais_slot_field(uint32_t seq, uint32_t pool)
 {
 	uint32_t index = seq & (pool - 1);
-	uint32_t set = (seq / pool) & 1u;
-	return (uint16_t)(index | (set ? CAIS_SET_BIT : 0));
+	return (uint16_t)(index | ((seq & pool) ? CAIS_SET_BIT : 0));
 }
 
 /** @return the type in a header (low nibble of ver_type). */

@@ -879,6 +879,28 @@ test_ip_csum(void **state)
 		assert_int_equal(dp_ip_csum(p, 20), tf_csum(b + CAIS_ETH_HLEN, 20));
 		free(p);
 	}
+	/*
+	 * dp_ip_csum() sums 32-bit words in the CPU's order; tf_csum() 16-bit
+	 * big-endian words one by one: equal for every length 0..64 (an odd
+	 * last byte ignored by both), every alignment, random and extreme
+	 * bytes (all 0xFF: sums whose carries wrap more than once)
+	 */
+	{
+		uint8_t buf[80];
+		uint32_t x = 12345;
+
+		for (unsigned int round = 0; round < 2000; round++) {
+			for (size_t i = 0; i < sizeof(buf); i++) {
+				x = x * 1103515245u + 12345u;
+				buf[i] = round % 4 == 0 ? 0xFF : round % 4 == 1 ? 0 : (uint8_t)(x >> 16);
+			}
+			for (unsigned int len = 0; len <= 64; len++) {
+				unsigned int off = round % 8;
+
+				assert_int_equal(dp_ip_csum(buf + off, len), tf_csum(buf + off, len));
+			}
+		}
+	}
 }
 
 /*

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "dp_pipeline.h"
 #include "test_env.h"
 #include "../common/b16.h"
 
@@ -940,6 +941,36 @@ t_l2(void **state)
 		assert_int_equal(E->n_cap, 1);
 		assert_int_equal(E->cap[0].port, 7);
 		tenv_clear(E);
+	}
+}
+
+/*
+ * Slot ownership by reciprocal (dp_slot_owner()): lcore idx mod k, the
+ * (idx / k)-th of its slots, for every index of the largest pool and
+ * 1..16 lcores, and at the top of the 32-bit range.
+ */
+static void
+t_slot_owner(void **state)
+{
+	struct dp_switch sw;
+
+	(void)state;
+	memset(&sw, 0, sizeof(sw));
+	for (unsigned int k = 1; k <= 16; k++) {
+		sw.n_lcores = k;
+		sw.lc_div = rte_reciprocal_value(k);
+		for (unsigned int idx = 0; idx < CAIS_MAX_SLOTS; idx++) {
+			unsigned int local = ~0u, owner = dp_slot_owner(&sw, idx, &local);
+
+			if (owner != idx % k || local != idx / k)
+				fail_msg("k %u idx %u: owner %u local %u", k, idx, owner, local);
+		}
+		for (unsigned int idx = 0xFFFFFFFFu - 64; idx != 0; idx++) {
+			unsigned int local = ~0u, owner = dp_slot_owner(&sw, idx, &local);
+
+			if (owner != idx % k || local != idx / k)
+				fail_msg("k %u idx %u: owner %u local %u", k, idx, owner, local);
+		}
 	}
 }
 
@@ -1905,6 +1936,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(t_slot_owner),
 	    cmocka_unit_test_setup_teardown(t_orders, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_duplicates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
