@@ -489,8 +489,8 @@ usage(void)
 	       "ranks. Defaults: --wire fixed32 --elems 64,256,1024,2048 --ranks 2,4,8,16\n"
 	       "--seconds 0.15; --wire fixed32,block16 measures both; --quick: 256,2048 x 4\n"
 	       "for 0.02 s (a smoke run).\n"
-	       "--only pipeline|io|kernel|open|copies runs that mode alone (to profile it:\n"
-	       "perf record).\n"
+	       "--only pipeline|io|kernel|open|copies runs that mode alone, its warm-up too\n"
+	       "(to profile it: perf record, valgrind --tool=callgrind).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
 	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n"
 	       "--lcores 1,2: instead, the scaling table: the pipeline on each k lcores of\n"
@@ -547,12 +547,11 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 
 	if (!s || setup(s, wire, n, e, 1, id) != 0)
 		return 1;
-	/* warm: every slot's accumulator faulted in, MAC table, caches */
-	run(s, warm, pl->seconds / 4, res);
-	if (pl->only >= 0) { /* one mode alone, for a profiler */
+	if (pl->only >= 0) { /* one mode alone, warm-up too: a profile sees nothing else */
 		bool one[M_COUNT] = {false};
 
 		one[pl->only] = true;
+		run(s, one, pl->seconds / 4, res);
 		run(s, one, pl->seconds, res);
 		printf("  %7s %5u %5u | %s %.2f Mpps\n", wn, e, n, mode_names[pl->only],
 		       res[pl->only].mpps);
@@ -560,6 +559,8 @@ measure(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e, uns
 		free(s);
 		return 0;
 	}
+	/* warm: every slot's accumulator faulted in, MAC table, caches */
+	run(s, warm, pl->seconds / 4, res);
 	run(s, all, pl->seconds, res);
 	p = res[M_PIPELINE];
 	io = res[M_IO];
