@@ -47,14 +47,16 @@ rd16(const uint8_t *p)
  * The ones' complement sum does not depend on byte order (RFC 1071 2.B):
  * summed as 32-bit words in the CPU's order, folded, and swapped once into
  * network order at the end, it is the sum of the big-endian 16-bit words.
+ * Inline, so that the parser's constant length unrolls it.
  */
-uint16_t
-dp_ip_csum(const void *hdr, unsigned int hlen)
+static inline uint16_t
+ip_csum(const void *hdr, unsigned int hlen)
 {
 	const uint8_t *p = hdr;
 	uint64_t sum = 0;
 	unsigned int i;
 
+#pragma GCC unroll 16
 	for (i = 0; i + 4 <= hlen; i += 4) {
 		uint32_t w;
 
@@ -75,6 +77,12 @@ dp_ip_csum(const void *hdr, unsigned int hlen)
 	sum = __builtin_bswap16((uint16_t)sum);
 #endif
 	return (uint16_t)~sum;
+}
+
+uint16_t
+dp_ip_csum(const void *hdr, unsigned int hlen)
+{
+	return ip_csum(hdr, hlen);
 }
 
 static inline void
@@ -177,7 +185,7 @@ parse_ipv4(const uint8_t *frame, uint32_t len, const struct dp_parse_cfg *cfg,
 	ip_len = rd16(ip + 2);
 	if (ip_len < CAIS_IP_HLEN || ip_len > len - CAIS_ETH_HLEN)
 		return drop(out, DP_DROP_IP_LEN);
-	if (dp_ip_csum(ip, CAIS_IP_HLEN) != 0)
+	if (ip_csum(ip, CAIS_IP_HLEN) != 0)
 		return drop(out, DP_DROP_IP_CSUM);
 	if (!dp_eq4(ip + 16, &cfg->agg_ip))
 		return drop(out, DP_DROP_TO_AGG_OTHER);
