@@ -54,8 +54,9 @@ PORT=47000
 
 usage() {
 	cat <<EOF
-Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W] [--warm-iters K]
-            [--dtype f32|bf16] [--wires LIST] [--threads K] [--idle-sleep-us US] [--loss P]
+Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W]
+            [--warm-iters K] [--dtype f32|bf16] [--wires LIST] [--threads K]
+            [--idle-sleep-us US] [--loss P]
             [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--bound-s S] [--quick] [--help]
 
 The end-to-end benchmark (needs root): for every rank count N of LIST, a
@@ -74,11 +75,11 @@ writes CSV.
   --max-bytes B    largest (default $MAX_BYTES)
   --iters K        timed iterations per size (default $ITERS): the median counts
   --warmup W       untimed iterations before them (default $WARMUP)
-  --warm-iters K   a fresh testbed's untimed warm-up (default $WARM_ITERS; 0: none):
-                   K in-network all-reduces of 1 MiB (of --max-bytes if
-                   smaller; the first of --wires) before the first timed
-                   way, so that the first way does not pay for a cold
-                   testbed (bench/README.md section 2)
+  --warm-iters K   a fresh testbed's untimed warm-up (default $WARM_ITERS, --quick 2;
+                   0: none): K in-network all-reduces of 1 MiB (of
+                   --max-bytes if smaller; the first of --wires) before the
+                   first timed way, so that the first way does not pay for
+                   a cold testbed (bench/README.md section 2)
   --build DIR      the meson build with cais-switch, cais-allreduce-perf and
                    bench/mpi_allreduce (default build/)
   --dtype T        f32 (default) or bf16 (the ring and in-network only)
@@ -102,8 +103,8 @@ writes CSV.
                    channels) and it fails. A third-party baseline (gloo, mpi)
                    that fails or hangs is run once more, said so, then fails
   --quick          a smoke run: --ranks 4 --min-bytes 128K --max-bytes 1M
-                   --iters 1 --warmup 0 --bound-s 180 (checks that it works,
-                   not a speed)
+                   --iters 1 --warmup 0 --warm-iters 2 --bound-s 180 (checks
+                   that it works, not a speed)
   --help           this text
 
 Times: per size the median over the timed iterations of each rank's
@@ -158,7 +159,7 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--quick)
-		RANKS=4 MIN_BYTES=128K MAX_BYTES=1M ITERS=1 WARMUP=0 WARM_ITERS=0 QUICK_BOUND=180
+		RANKS=4 MIN_BYTES=128K MAX_BYTES=1M ITERS=1 WARMUP=0 WARM_ITERS=2 QUICK_BOUND=180
 		shift
 		;;
 	-h | --help)
