@@ -15,10 +15,10 @@
 #   mpi     OpenMPI's MPI_Allreduce (bench/mpi_allreduce.c, f32 only; TCP over
 #           the data network, so through the same switch as forwarded traffic)
 # A fresh testbed is first warmed by untimed in-network all-reduces
-# (--warm-iters). Medians over the timed iterations; the time of a size is the slowest
-# rank's median, the ranks lined up before each iteration and again before
-# checking its result (--sync / barriers: no rank's check runs beside
-# another's timed collective on the shared cores). For each in-network way,
+# (--warm-iters). Medians over the timed iterations; the time of a size is
+# the slowest rank's median, the ranks lined up before each iteration and
+# again before checking its result (--sync / barriers: no rank's check runs
+# beside another's timed collective on the shared cores). For each in-network way,
 # from the switch's counters over its run: the share of DATA that were
 # retransmissions and the bytes on the wire per element per host each way
 # (port counters). Prints a table per
