@@ -6,9 +6,10 @@
  *
  * Headers toward a session's member are written once, when the session is
  * added (dp_frame_hdr() into the member's template, its IPv4 checksum
- * included); per packet only the lengths change, and the checksum by the
- * length's word (dp_frame_lengths()). IPv4 without
- * options, don't fragment, TTL 64; UDP checksum 0, which IPv4 allows.
+ * included: the parser's dp_ip_csum()); per packet only the lengths
+ * change, and the checksum by the length's word (dp_frame_lengths()).
+ * IPv4 without options, don't fragment, TTL 64; UDP checksum 0, which
+ * IPv4 allows.
  */
 #ifndef DP_FRAME_H
 #define DP_FRAME_H
@@ -42,27 +43,6 @@ dp_frame_wr16(uint8_t *p, unsigned int v)
 {
 	p[0] = (uint8_t)(v >> 8);
 	p[1] = (uint8_t)v;
-}
-
-/*
- * The checksum of a 20-byte IPv4 header whose checksum field is 0, ready to
- * store: the one's complement sum does not depend on the byte order it is
- * summed in, so native 16-bit loads serve (as DPDK's rte_ipv4_cksum()).
- */
-static inline uint16_t
-dp_frame_ip_csum(const uint8_t *ip)
-{
-	uint32_t sum = 0;
-
-	for (unsigned int i = 0; i < CAIS_IP_HLEN; i += 2) {
-		uint16_t w;
-
-		memcpy(&w, ip + i, 2);
-		sum += w;
-	}
-	sum = (sum & 0xFFFF) + (sum >> 16);
-	sum = (sum & 0xFFFF) + (sum >> 16);
-	return (uint16_t)~sum;
 }
 
 /**

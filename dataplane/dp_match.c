@@ -92,6 +92,19 @@ tensor_of(struct dp_lcore *lc, const struct cais_hdr *h)
 	return lc->last_tensor;
 }
 
+/*
+ * The lcore that owns slot field slotf's slot; *si: its (slot, set) in that
+ * lcore's part of the session (dp_slot_owner(), dp_action_data()).
+ */
+static inline unsigned int
+slot_owner(const struct dp_switch *sw, uint16_t slotf, unsigned int *si)
+{
+	unsigned int local, owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
+
+	*si = local * 2 + (slotf >> 15);
+	return owner;
+}
+
 void
 dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 {
@@ -102,7 +115,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 	const struct dp_session *s;
 	struct dp_session_counters *sc;
 	uint16_t slotf;
-	unsigned int owner, local;
+	unsigned int owner, si;
 
 	if (unlikely(__atomic_load_n(&sw->mode, __ATOMIC_RELAXED) == DP_MODE_FWD_ONLY))
 		return dp_reply_reject(lc, m, CAIS_R_FWD_ONLY, NULL);
@@ -133,10 +146,10 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
 	/* the owner computes the same owner: a handed-off packet never moves twice */
-	owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
+	owner = slot_owner(sw, slotf, &si);
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
-	dp_action_data(lc, m, t, local * 2 + (slotf >> 15));
+	dp_action_data(lc, m, t, si);
 }
 
 /*
@@ -160,7 +173,7 @@ dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
 	const struct dp_tensor *t;
 	const struct dp_session *s;
 	uint16_t slotf;
-	unsigned int owner, local;
+	unsigned int owner, si;
 
 	t = tensor_of(lc, h);
 	if (!t || !t->s->up.on || !from_uplink(m, f, &t->s->up, !sw->pcfg.unguarded))
@@ -172,8 +185,8 @@ dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
 		s->part[lc->idx].c.slot_mismatch++;
 		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
-	owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
+	owner = slot_owner(sw, slotf, &si);
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
-	dp_action_answer(lc, m, t, local * 2 + (slotf >> 15));
+	dp_action_answer(lc, m, t, si);
 }
