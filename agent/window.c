@@ -548,7 +548,9 @@ batch_add(struct ag_window *w, struct tx_batch *b, struct ag_window_entry *e)
  * Send a batch. What the socket refused for now stays due (a fresh chunk
  * stays unsent, a retransmission is undone); what it refused for good (a
  * firewall's EPERM) counts as lost on the wire, so the timers, the retries
- * and the peers decide, as for loss. @return false when the socket is full
+ * and the peers decide, as for loss. sendmmsg() reports such an error only
+ * for a call's first message: a later one refused ends the call short, and
+ * the next call sends it again. @return false when the socket is full
  */
 static bool
 batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)

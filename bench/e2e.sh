@@ -87,11 +87,15 @@ writes CSV.
   --threads K      flows per rank in-network (cais_config.threads; default $THREADS)
   --idle-sleep-us US  the switch's --idle-sleep-us (default: the switch's;
                    0: busy polling)
-  --loss P         drop P% of every host's packets both ways (nftables in the
-                   hosts' namespaces; this kernel has no netem), every way;
-                   the hosts' TCP gets rto_min 5 ms on the data network, so
-                   that a lost segment of a line-up does not start ranks
-                   200 ms apart (the TCP baselines get it too)
+  --loss P         drop P% of the frames both ways, every way: on their way
+                   to the switch (cais-switch --rx-loss) and on their way
+                   into each host (nftables input hook in its namespace;
+                   this kernel has no netem). Never in a host's own output:
+                   TCP takes such a local drop as a failed send and retries
+                   it only after 200 ms. The hosts' TCP gets rto_min 5 ms on
+                   the data network, so that a lost segment of a line-up
+                   does not start ranks 200 ms apart (the TCP baselines get
+                   it too)
   --csv FILE       write the figures as CSV
   --no-mpi         leave out the MPI baseline (also when OpenMPI is missing:
                    scripts/install-deps.sh --bench installs it)
@@ -486,7 +490,6 @@ for n in "${RANK_LIST[@]}"; do
 		for ((i = 1; i <= n; i++)); do
 			ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<NFT || die "nft: the loss rules on host $i"
 table inet cais_e2e_loss {
-	chain out { type filter hook output priority 0; numgen random mod 100 < $LOSS drop; }
 	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS drop; }
 }
 NFT
@@ -498,7 +501,7 @@ NFT
 			[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
 				die "host $i: rto_min on its route to the data network"
 		done
-		say "    $LOSS% loss both ways on every host (TCP rto_min 5 ms on the data network)"
+		say "    $LOSS% loss both ways on every host: into the switch (its --rx-loss), into each host (nftables); TCP rto_min 5 ms on the data network"
 	fi
 	cb_members "$n" "$PORT" "$THREADS"
 	# tensor 1: FIXED32 at scale SCALE; tensor 2: BLOCK16 (E4: its scale is the floor)
@@ -512,7 +515,8 @@ NFT
 ]
 JSON
 	cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.$n.log" "$n" --config "$WORK/config.json" \
-		--stats-period 0 --ctl "$CTL_ADDR" ${IDLE_SLEEP:+--idle-sleep-us "$IDLE_SLEEP"} ||
+		--stats-period 0 --ctl "$CTL_ADDR" ${IDLE_SLEEP:+--idle-sleep-us "$IDLE_SLEEP"} \
+		$([ "$LOSS" -eq 0 ] || echo --rx-loss "$LOSS") ||
 		die "cais-switch did not start"
 	SEQ=0
 	WIRE_NOTES=()

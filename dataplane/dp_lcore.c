@@ -32,7 +32,7 @@ prefetch_frame(const struct rte_mbuf *m)
 		rte_prefetch0(f + off);
 }
 
-/* --rx-loss (tests only): a 32-bit random number from the lcore's xorshift64. */
+/* --rx-loss (tests, benchmarks): a 32-bit random number from the lcore's xorshift64. */
 static inline uint32_t
 loss_draw(struct dp_lcore *lc)
 {

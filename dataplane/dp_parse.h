@@ -80,7 +80,7 @@
 	X(BAD_PORT, "mbuf from a port the switch does not drive")                                  \
 	X(L2_SAME_PORT, "L2 destination on the ingress port")                                      \
 	X(TX_FULL, "TX queue full")                                                                \
-	X(RX_LOSS, "dropped at random on receipt (--rx-loss, tests only)")
+	X(RX_LOSS, "dropped at random on receipt (--rx-loss: tests, benchmarks)")
 
 #define DP_X_ENUM(name, text) DP_DROP_##name,
 enum dp_drop { DP_DROP_NONE = 0, DP_DROPS(DP_X_ENUM) DP_DROP_MAX };

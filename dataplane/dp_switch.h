@@ -57,7 +57,7 @@ struct dp_switch_conf {
 	unsigned int high_share; /**< % of TX buffering reserved for high priority; 0: default */
 	bool unguarded;		 /**< the guards off (struct dp_parse_cfg): bench_pipeline only */
 	uint32_t idle_sleep_us;	 /**< an idle lcore sleeps up to this long (dp_lcore.c); 0: busy polling */
-	uint32_t rx_loss_pct;	 /**< tests only: drop this share of received frames (0..99) */
+	uint32_t rx_loss_pct;	 /**< tests, benchmarks: drop this share of received frames (0..99) */
 };
 
 /** Switch modes (mode.set; a lease that runs out sets forward-only). */
@@ -79,7 +79,7 @@ struct dp_switch {
 	struct rte_reciprocal lc_div; /**< divides by n_lcores: slot ownership (dp_slot_owner()) */
 	uint64_t hz;
 	uint32_t idle_sleep_us; /**< the longest sleep of an idle lcore; 0: busy polling */
-	uint32_t rx_loss;	/**< tests only: a received frame is dropped when a random
+	uint32_t rx_loss;	/**< tests, benchmarks: a received frame is dropped when a random
 				 *   32-bit number falls below this (0: never) */
 	const struct dp_agg_kernels *agg;
 	struct rte_mempool *hdr_pool; /**< RESULT copies' headers, flood clones */

@@ -22,7 +22,11 @@
 #      then the library's own sampled error check (--check-every 1) on f32
 #      and f16 sums must not turn the tensor off; and BLOCK16 sent to a
 #      FIXED32 tensor: BAD_DTYPE, the agent goes on in FIXED32, in-network
-#   b. the same with 5% loss both ways on every host (nftables in each host)
+#   b. the same with 5% loss both ways on every host: the switch drops 5% of
+#      what it receives (--rx-loss 5, restarted with it), each host 5% of what
+#      it receives (nftables input hook). Not in the hosts' output: a frame
+#      that sendmmsg() cannot send is sent again by the next call, and TCP
+#      takes a local drop as a failed send, retried after 200 ms
 #   c. cais-switch SIGKILLed about 2 s into a stream of 200 x 1 MiB and
 #      restarted (same config) about 1 s later; then a short run that must be
 #      in-network again
@@ -182,10 +186,20 @@ write_config() { # file
 EOF
 }
 
+# start_switch [OPTION...]: with the testbed's config, and these options
 start_switch() {
 	cb_switch_start "$SWITCH" "$PREFIX" "$SWLOG" "$HOSTS" --config "$WORK/config.json" \
-		--stats-period 0 || fatal "cais-switch did not start"
+		--stats-period 0 "$@" || fatal "cais-switch did not start"
 	SW_PID=$CB_SW_PID
+}
+
+# The switch stopped (SIGTERM: its log ends with its counters, kept as
+# $SWLOG.prev) and started again with these options.
+restart_switch() {
+	kill -TERM "$SW_PID" 2>/dev/null
+	wait "$SW_PID" 2>/dev/null
+	cp "$SWLOG" "$SWLOG.prev"
+	start_switch "$@"
 }
 
 # The peers list: every host's data address, rank order.
@@ -429,11 +443,11 @@ fi
 case_end a
 
 # ====================================================================
-step "b. the same with 5% loss both ways on every host (nftables: numgen random mod 100 < 5 drop)"
+step "b. the same with 5% loss both ways on every host (cais-switch --rx-loss 5; nftables input hooks)"
+restart_switch --rx-loss 5
 for ((i = 1; i <= HOSTS; i++)); do
 	nft_host "$i" <<'EOF' || fatal "nft: the loss rules on h$i"
 table inet cais_loss {
-	chain out { type filter hook output priority 0; numgen random mod 100 < 5 drop; }
 	chain in { type filter hook input priority 0; numgen random mod 100 < 5 drop; }
 }
 EOF
@@ -445,11 +459,14 @@ REQUIRE_SWITCH=1
 for ((i = 1; i <= HOSTS; i++)); do
 	ip netns exec "$(ns "$i")" nft delete table inet cais_loss || fatal "nft: removing the loss rules on h$i"
 done
+restart_switch
+lost=$(grep -o 'rx_loss [0-9]*' "$SWLOG.prev" | awk '{ print $2 }')
+[ "${lost:-0}" -gt 0 ] || case_fail "b: the switch's --rx-loss dropped nothing (${lost:-?})"
 in_net=0 total=0
 for f in "$WORK"/b-*.h1.log; do
 	in_net=$((in_net + $(field "$f" in_network))) total=$((total + $(field "$f" collectives)))
 done
-say "b: $in_net of $total collectives of rank 0 in-network under 5% loss"
+say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt"
 case_end b
 
 # ====================================================================
