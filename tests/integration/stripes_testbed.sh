@@ -25,8 +25,8 @@
 #   a. every dtype and op, 1 element to 4 MiB (and 100003 elements),
 #      FIXED32 and BLOCK16: in-network; each switch counted about half of
 #      the rounds, and exactly the chunk count in all
-#   b. 5% loss both ways on B's stripe only (nftables in the ranks' hosts,
-#      to and from B's address): in-network
+#   b. 5% loss both ways on B's stripe only (B restarted with --rx-loss 5;
+#      nftables input hooks in the ranks' hosts, from B's address): in-network
 #   c. B killed: the collectives go to the ring, every rank right; B
 #      started again (same config): in-network again
 #   d. the stripes set up by cais-manager (--fabric, docs/PROTOCOL.md E10)
@@ -104,6 +104,7 @@ cat >"$WORK/config.json" <<EOF
 ]
 EOF
 
+# start_b [OPTION...]: switch B, with these options too
 start_b() {
 	local log=$WORK/switch-b.log
 	rm -rf "/var/run/dpdk/$PREFIX_B" 2>/dev/null || true
@@ -112,7 +113,7 @@ start_b() {
 		--file-prefix="$PREFIX_B" -l 1 \
 		"--vdev=net_af_packet0,iface=eth0,blocksz=16384,framesz=16384,framecnt=512" \
 		-- --agg-ip "$AGG_B" ${B_CONFIG:+--config "$WORK/config.json"} --stats-period 0 \
-		--ctl "$CTL_B" --ctl-key "$WORK/switch-b.key" --idle-sleep-us 50 >>"$log" 2>&1 &
+		--ctl "$CTL_B" --ctl-key "$WORK/switch-b.key" --idle-sleep-us 50 "$@" >>"$log" 2>&1 &
 	B_PID=$!
 	for _ in $(seq 1 300); do
 		grep -q "running" "$log" && return 0
@@ -218,17 +219,26 @@ if [ "$ra" -lt $((chunks / 3)) ] || [ "$rb" -lt $((chunks / 3)) ] || [ $((ra + r
 	cb_case_fail "a: the rounds are not spread over both servers (A $ra, B $rb, at least $chunks in all)"
 fi
 
-cb_step "b. 5% loss both ways on switch B's stripe (nftables in every rank's host)"
+# Loss on the way to B comes from B itself (--rx-loss): a drop in the hosts'
+# output hook is no loss on the wire (sendmmsg() sends the refused message
+# again in its next call)
+cb_step "b. 5% loss both ways on switch B's stripe (B's --rx-loss 5; nftables input hooks)"
+kill -TERM "$B_PID" 2>/dev/null
+wait "$B_PID" 2>/dev/null
+start_b --rx-loss 5
 for ((i = 1; i <= RANKS; i++)); do
 	ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<EOF || cb_fatal "nft failed on host $i"
 table inet caisloss {
-	chain out { type filter hook output priority 0; ip daddr $AGG_B numgen random mod 100 < 5 drop; }
 	chain in { type filter hook input priority 0; ip saddr $AGG_B numgen random mod 100 < 5 drop; }
 }
 EOF
 done
 cb_run b-loss --dtype f32 --op sum --tensor 1 --path switch --iters 5 --warmup 1 --bytes 64K,1M,4M &&
 	cb_all_paths b-loss 'switch' && cb_say "b-loss: ok" || cb_case_fail "b: in-network under loss at one stripe"
+lost_b=$(sctl_b -j stats.get 2>/dev/null |
+	/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["drops"]["rx_loss"])' 2>/dev/null)
+[ "${lost_b:-0}" -gt 0 ] && cb_say "b: switch B dropped $lost_b frames on receipt" ||
+	cb_case_fail "b: switch B's --rx-loss dropped nothing (${lost_b:-?})"
 for ((i = 1; i <= RANKS; i++)); do
 	ip netns exec "$(eval "echo \$TB_NS_$i")" nft delete table inet caisloss ||
 		cb_fatal "nft: removing the loss rules on host $i"
