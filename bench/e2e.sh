@@ -479,6 +479,8 @@ if [ -n "$CSV" ]; then
 	} >"$CSV"
 fi
 SUMMARY=()
+SW_LOSS=() # --loss: the switch drops that share of what it receives (the way up)
+[ "$LOSS" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS")
 CTL_ADDR="127.0.0.1:$((20000 + $$ % 30000))"
 for n in "${RANK_LIST[@]}"; do
 	say "$n ranks: testbed $NAME ($n hosts), cais-switch, $DTYPE, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up; testbed warm-up: $WARM_ITERS), ways: ${COLS[*]}"
@@ -516,7 +518,7 @@ NFT
 JSON
 	cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.$n.log" "$n" --config "$WORK/config.json" \
 		--stats-period 0 --ctl "$CTL_ADDR" ${IDLE_SLEEP:+--idle-sleep-us "$IDLE_SLEEP"} \
-		$([ "$LOSS" -eq 0 ] || echo --rx-loss "$LOSS") ||
+		"${SW_LOSS[@]}" ||
 		die "cais-switch did not start"
 	SEQ=0
 	WIRE_NOTES=()
