@@ -317,6 +317,10 @@ cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iter
 wait "$rpid"
 B_PID=$(pgrep -f -- "--file-prefix=$PREFIX_B" | head -n 1)
 [ -n "$B_PID" ] || cb_fatal "B did not come back: $(cat "$WORK/$label.log")"
+# the restart may fall at the run's end (its last iterations then go to the
+# ring on REJECT, before the manager reinstalls): a short run after it
+cb_run d-after-b --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 3 --warmup 0 \
+	--bytes 1M || cb_case_fail "d: the run after B's restart: not every rank right"
 tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
 r=$(rounds_b "$tenant" "$session")
 cb_say "B after its restart: the job's session back on it (rounds $r since);" \
