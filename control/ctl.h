@@ -68,6 +68,7 @@ struct ctl_session {
 	uint16_t elems;				   /**< elements per packet 1..CAIS_MAX_ELEMS */
 	uint8_t priority;			   /**< CTL_PRIO_* */
 	uint8_t first_rank; /**< its DATA's ranks: first_rank..first_rank+n-1 (a leaf's, E9) */
+	uint8_t loss_hints; /**< 1: WAIT and NACK to its members (E11), 0: not */
 	struct ctl_member members[CAIS_MAX_WORLD]; /**< indexed by rank - first_rank, n entries */
 	struct ctl_uplink uplink;		   /**< optional: uplink.on */
 };

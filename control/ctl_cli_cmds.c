@@ -58,6 +58,8 @@ static const struct command commands[] = {
       {"elems_per_packet", NULL, FT_INT, F_REQ, 1, 2048, 0, 0, NULL,
        "elements per packet (1..2048)"},
       {"priority", NULL, FT_INT, 0, 0, 1, 0, 0, NULL, "0 normal (default), 1 high"},
+      {"loss_hints", NULL, FT_INT, 0, 0, 1, 0, 0, NULL,
+       "1: WAIT and NACK to the members (PROTOCOL.md E11), 0 not (default)"},
       {"member", "members", FT_MEMBER, F_REQ, 0, 0, 0, 0, NULL,
        "one per rank: RANK,MAC,IP,PORT (the rank's MAC, IPv4 address, UDP port)"}}},
     {"session.del",

@@ -135,12 +135,12 @@ members_distinct(const struct ctl_session *s, struct ctl_err *err)
 static int
 cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *err)
 {
-	static const char *const fields[] = {"tenant",		 "session",  "n",	"slots",
-					     "elems_per_packet", "priority", "members", "uplink",
-					     "first_rank",	 NULL};
+	static const char *const fields[] = {
+	    "tenant",  "session", "n",		"slots",      "elems_per_packet", "priority",
+	    "members", "uplink",  "first_rank", "loss_hints", NULL};
 	static struct ctl_session s; /* 2 KiB: requests are handled one at a time */
 	bool have[CAIS_MAX_WORLD] = {false};
-	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL, first = 0;
+	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL, first = 0, hints = 0;
 	const json_t *members;
 	size_t i;
 	int rc;
@@ -153,7 +153,8 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	    (rc = ctl_get_uint(args, "elems_per_packet", 1, CAIS_MAX_ELEMS, true, &elems, err)) ||
 	    (rc = ctl_get_uint(args, "priority", CTL_PRIO_NORMAL, CTL_PRIO_HIGH, false, &prio,
 			       err)) ||
-	    (rc = ctl_get_uint(args, "first_rank", 0, CAIS_MAX_WORLD - 1, false, &first, err)))
+	    (rc = ctl_get_uint(args, "first_rank", 0, CAIS_MAX_WORLD - 1, false, &first, err)) ||
+	    (rc = ctl_get_uint(args, "loss_hints", 0, 1, false, &hints, err)))
 		return rc;
 	if (first + n > CAIS_MAX_WORLD)
 		return ctl_fail(err, EINVAL, "fields 'first_rank' + 'n' pass rank %u",
@@ -174,6 +175,7 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	s.elems = (uint16_t)elems;
 	s.priority = (uint8_t)prio;
 	s.first_rank = (uint8_t)first;
+	s.loss_hints = (uint8_t)hints;
 	for (i = 0; i < n; i++)
 		if ((rc = parse_member(json_array_get(members, i), i, s.n, &s, have, err)))
 			return rc;

@@ -35,6 +35,125 @@ fold(const struct dp_agg_ops *k, uint8_t op, int64_t *acc, const void *payload, 
 	return k->sum(acc, payload, count);
 }
 
+/*
+ * WAIT and NACK (docs/PROTOCOL.md E11). A round that completes while older
+ * rounds are still open on this lcore means that a rank's DATA of each of
+ * those was lost: every member's DATA of the complete round came, and a
+ * rank sends its chunks in seq order. The members counted in one of the
+ * older rounds get the RESULT with WAIT: it is no evidence that a DATA or
+ * RESULT of theirs was lost, their DATA is in and waits for others. The
+ * members missing from one of them get a NACK for it, when the complete
+ * round is 2, 4, 8, ... of this lcore's rounds after it (a NACK or its
+ * retransmission lost again gets another), so that the rank that must
+ * retransmit does so at once, and only it.
+ *
+ * pt->older bounds the open rounds' seqs from below: a new round older
+ * than it lowers it, and a completion that finds no open round before its
+ * own raises it past its own. Without loss rounds complete in order, each
+ * finds older at its own seq, and nothing is scanned: a compare a round.
+ */
+static inline bool
+round_open(const struct dp_slot *sl, uint32_t seq)
+{
+	return (sl->state == DP_SLOT_OPEN || sl->state == DP_SLOT_UP) && sl->seq == seq;
+}
+
+/* A round of seq started on this lcore. */
+static inline void
+round_started(struct dp_session_part *pt, uint32_t seq)
+{
+	if (unlikely(!pt->started) || cais_seq_before(seq, pt->older)) {
+		pt->started = true;
+		pt->older = seq;
+	}
+}
+
+/* Whether this lcore's rounds y and seq (y before it) are 2, 4, 8, ... of its rounds apart. */
+static inline bool
+nack_due(const struct dp_switch *sw, uint32_t y, uint32_t seq)
+{
+	uint32_t d = seq - y;
+
+	if (sw->n_lcores > 1)
+		d = rte_reciprocal_divide(d, sw->lc_div);
+	return d >= 2 && (d & (d - 1)) == 0;
+}
+
+/* NACK every member that open round sl (n members) misses. */
+static void
+nack_missing(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl)
+{
+	for (unsigned int w = 0; w * 64 < s->n; w++) {
+		uint64_t miss = ~sl->seen[w];
+
+		if (s->n - w * 64 < 64)
+			miss &= (1ull << (s->n - w * 64)) - 1;
+		for (; miss; miss &= miss - 1)
+			dp_reply_nack(lc, s, sl, w * 64 + (unsigned int)__builtin_ctzll(miss));
+	}
+}
+
+/* older_open() past its fast path: the rounds from pt->older up to seq looked at. */
+static __rte_noinline bool
+older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
+	   uint32_t seq, uint64_t *wait, bool nack)
+{
+	bool open = false, any = false;
+	unsigned int steps = 0;
+
+	for (unsigned int w = 0; w < DP_SEEN_WORDS; w++)
+		wait[w] = 0;
+	for (uint32_t y = pt->older; cais_seq_before(y, seq); y++) {
+		unsigned int si;
+		const struct dp_slot *sl;
+
+		if (++steps > DP_WAIT_SCAN)
+			return false;
+		if (dp_slot_of(lc->sw, cais_slot_field(y, s->pool), &si) != lc->idx)
+			continue; /* another lcore's round */
+		sl = &pt->slots[si];
+		if (!round_open(sl, y)) {
+			if (!open)
+				pt->older = y + 1; /* closed, and every one before it */
+			continue;
+		}
+		open = true;
+		for (unsigned int w = 0; w < DP_SEEN_WORDS; w++)
+			wait[w] |= sl->seen[w];
+		if (nack && sl->state == DP_SLOT_OPEN && nack_due(lc->sw, y, seq))
+			nack_missing(lc, s, sl);
+	}
+	if (!open) {
+		pt->older = seq + 1; /* none before it is open, and it is complete */
+		return false;
+	}
+	for (unsigned int w = 0; w < DP_SEEN_WORDS; w++)
+		any |= wait[w] != 0;
+	return any;
+}
+
+/*
+ * Round seq is complete here: wait[] (DP_SEEN_WORDS words) = the members
+ * counted in an open round before it on this lcore, and with nack those
+ * rounds' NACKs (above). @return whether any member waits; false also when
+ * the rounds before it are more than DP_WAIT_SCAN (none is told to wait
+ * on what was not looked at).
+ */
+static inline bool
+older_open(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
+	   uint32_t seq, uint64_t *wait, bool nack)
+{
+	if (!s->loss_hints)
+		return false;
+	if (likely(pt->older == seq)) { /* in order: none before it is open */
+		pt->older = seq + 1;
+		return false;
+	}
+	if (!cais_seq_before(pt->older, seq))
+		return false; /* a RESULT again of a round before every open one */
+	return older_scan(lc, s, pt, seq, wait, nack);
+}
+
 /* The DATA an abandoned round kept: freed (a newer round takes the slot). */
 static inline void
 kept_free(struct dp_lcore *lc, struct rte_mbuf **kept, uint16_t n)
@@ -62,10 +181,11 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	/* the match checked it: the tensor's wire dtype, so a kernel set's index */
 	const struct dp_agg_ops *k = sw->agg->wire[h->dtype];
 	uint16_t count = rte_be_to_cpu_16(h->count);
+	uint64_t wait[DP_SEEN_WORDS]; /* older_open() */
 	uint8_t was = sl->state;
 	/* a leaf's partial saturated on its way in (E9); a host's DATA has no OVERFLOW */
 	bool leaf_ovf = h->dtype == CAIS_DT_PARTIAL64 && (h->flags & CAIS_F_OVERFLOW);
-	bool complete;
+	bool complete, any;
 	enum dp_verdict v;
 
 	sc->retx += (h->flags & CAIS_F_RETX) != 0;
@@ -85,6 +205,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 			kept_free(lc, kept, s->keep);
 		sl->t_start = lc->now;
 		sl->out = t->wire;
+		if (s->loss_hints)
+			round_started(pt, sl->seq);
 		sl->ovf = k->load(acc, payload, count) | leaf_ovf;
 		break;
 	case DP_V_ADD:
@@ -106,9 +228,14 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 			}
 		}
 		return dp_reply_ack(lc, m, sl);
-	case DP_V_RESEND:
+	case DP_V_RESEND: {
+		uint8_t r = dp_member_of(s, h->rank);
+
+		any = older_open(lc, s, pt, sl->seq, wait, false);
 		sc->resends++;
-		return dp_reply_resend(lc, s, sl, acc, m, dp_member_of(s, h->rank));
+		return dp_reply_resend(lc, s, sl, acc, m, r,
+				       any && ((wait[r >> 6] >> (r & 63)) & 1u));
+	}
 	case DP_V_DUPLICATE:
 		sc->duplicates++;
 		/* the sender retransmits for nothing: its DATA is in (E6) */
@@ -140,7 +267,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	}
 	sc->rounds++;
 	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
-	dp_reply_results(lc, s, sl, acc, m, kept, dp_member_of(s, h->rank));
+	any = older_open(lc, s, pt, sl->seq, wait, true);
+	dp_reply_results(lc, s, sl, acc, m, kept, dp_member_of(s, h->rank), any ? wait : NULL);
 }
 
 /* The spine's RESULT m for the round sl waits for: its sums become the round's. */
@@ -151,7 +279,9 @@ up_result(struct dp_lcore *lc, struct rte_mbuf *m, struct dp_session *s, struct 
 	struct dp_session_counters *sc = &s->part[lc->idx].c;
 	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
 	const struct cais_hdr *h = (const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF);
+	uint64_t wait[DP_SEEN_WORDS];
 	uint16_t udp_len;
+	bool any;
 
 	memcpy(&udp_len, f + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4, 2);
 	if (h->dtype != sl->out || rte_be_to_cpu_16(h->count) != sl->count ||
@@ -167,7 +297,8 @@ up_result(struct dp_lcore *lc, struct rte_mbuf *m, struct dp_session *s, struct 
 	sc->rounds++;
 	sc->hist[cmn_hist_bucket(lc->now - sl->t_start)]++;
 	/* a leaf keeps no DATA (its sessions' keep is 0) */
-	dp_reply_results(lc, s, sl, acc, m, NULL, (uint8_t)(s->n - 1));
+	any = older_open(lc, s, &s->part[lc->idx], sl->seq, wait, true);
+	dp_reply_results(lc, s, sl, acc, m, NULL, (uint8_t)(s->n - 1), any ? wait : NULL);
 }
 
 void
@@ -190,6 +321,12 @@ dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor
 	case CAIS_TYPE_REJECT:
 		pt->c.up_rejects++;
 		return dp_reply_reject_members(lc, s, sl, m);
+	case CAIS_TYPE_NACK: /* the partial was lost on its way up (E11): again, in m */
+		if (lc->now - sl->t_up >= lc->sw->hz / 1000000 * DP_UPLINK_RESEND_US) {
+			sl->t_up = lc->now;
+			return dp_reply_uplink(lc, s, sl, pt->acc + (size_t)si * s->elems, m, true);
+		}
+		return dp_free_later(lc, m);
 	default: /* an ACK: the partial is in, the spine's round waits for others */
 		return dp_free_later(lc, m);
 	}

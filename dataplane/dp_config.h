@@ -130,6 +130,14 @@
 #define DP_ACK_PER_SECOND 4000u
 
 /**
+ * WAIT (docs/PROTOCOL.md E11, dp_action.c): a completing round looks at
+ * most this many rounds back for open ones; beyond, its RESULTs carry no
+ * WAIT. Stalls behind one lost DATA spanned up to ~55 rounds at 8 ranks
+ * and 5% loss on the testbed.
+ */
+#define DP_WAIT_SCAN 256u
+
+/**
  * Default thresholds (thresholds.set changes them): session.add is refused
  * beyond this share of the slot capacity (all of it), and RESULTs carry
  * CONGESTED while more packets than this wait for an lcore (half its RX ring).

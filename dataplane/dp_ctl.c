@@ -41,6 +41,7 @@ session_conf(struct dp_session_conf *c, const struct ctl_session *cs)
 	c->elems = cs->elems;
 	c->priority = cs->priority == CTL_PRIO_HIGH ? DP_PRIO_HIGH : DP_PRIO_NORMAL;
 	c->first_rank = cs->first_rank;
+	c->loss_hints = cs->loss_hints != 0;
 	for (unsigned int r = 0; r < cs->n; r++) {
 		memcpy(c->members[r].mac, cs->members[r].mac, 6);
 		c->members[r].ip = cs->members[r].ip;
@@ -319,6 +320,7 @@ session_json(const struct dp_switch *sw, const struct dp_session *s,
 	json_object_set_new(o, "elems_per_packet", json_integer(s->elems));
 	json_object_set_new(o, "priority", json_integer(s->priority));
 	json_object_set_new(o, "first_rank", json_integer(s->first_rank));
+	json_object_set_new(o, "loss_hints", json_integer(s->loss_hints));
 	json_object_set_new(o, "tensors", tensors_json(s));
 	json_object_set_new(o, "switch_ports", bound_json(s));
 	json_object_set_new(o, "flows", flows_json(s));
@@ -410,6 +412,7 @@ lcore_sum(const struct dp_switch *sw, struct dp_lcore_counters *sum, uint64_t *d
 		sum->idle_sleeps += l->c.idle_sleeps;
 		sum->idle_tsc += l->c.idle_tsc;
 		sum->acks_limited += l->c.acks_limited;
+		sum->nacks += l->c.nacks;
 		sum->keep_refused += l->c.keep_refused;
 		if (l->qdepth > *depth)
 			*depth = l->qdepth;
@@ -457,6 +460,7 @@ counters_json(const struct dp_switch *sw, uint64_t now, json_t *out)
 	json_object_set_new(out, "idle_sleeps", json_integer((json_int_t)lc.idle_sleeps));
 	json_object_set_new(out, "idle_s", json_real((double)lc.idle_tsc / (double)sw->hz));
 	json_object_set_new(out, "acks_limited", json_integer((json_int_t)lc.acks_limited));
+	json_object_set_new(out, "nacks", json_integer((json_int_t)lc.nacks));
 	json_object_set_new(out, "keep_refused", json_integer((json_int_t)lc.keep_refused));
 	json_object_set_new(out, "mbufs", json_integer(sw->pool->size));
 	json_object_set_new(out, "mbufs_free", json_integer(rte_mempool_avail_count(sw->pool)));

@@ -92,19 +92,6 @@ tensor_of(struct dp_lcore *lc, const struct cais_hdr *h)
 	return lc->last_tensor;
 }
 
-/*
- * The lcore that owns slot field slotf's slot; *si: its (slot, set) in that
- * lcore's part of the session (dp_slot_owner(), dp_action_data()).
- */
-static inline unsigned int
-slot_owner(const struct dp_switch *sw, uint16_t slotf, unsigned int *si)
-{
-	unsigned int local, owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
-
-	*si = local * 2 + (slotf >> 15);
-	return owner;
-}
-
 void
 dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 {
@@ -146,7 +133,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
 	/* the owner computes the same owner: a handed-off packet never moves twice */
-	owner = slot_owner(sw, slotf, &si);
+	owner = dp_slot_of(sw, slotf, &si);
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
 	dp_action_data(lc, m, t, si);
@@ -185,7 +172,7 @@ dp_match_answer(struct dp_lcore *lc, struct rte_mbuf *m)
 		s->part[lc->idx].c.slot_mismatch++;
 		return dp_drop(lc, m, DP_DROP_SLOT_MISMATCH);
 	}
-	owner = slot_owner(sw, slotf, &si);
+	owner = dp_slot_of(sw, slotf, &si);
 	if (owner != lc->idx)
 		return dp_handoff(lc, owner, m);
 	dp_action_answer(lc, m, t, si);

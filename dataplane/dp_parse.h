@@ -24,7 +24,7 @@
  *  - frames to the aggregator MAC: must be IPv4 without options or
  *    fragmentation, to the aggregator IP, UDP to the CAIS port, with a full
  *    CAIS header of version 1: type DATA, or an answer (RESULT, REJECT,
- *    ACK), which only a leaf's spine may send it (E9: the match checks
+ *    ACK, NACK), which only a leaf's spine may send it (E9: the match checks
  *    that, and drops any other as NOT_DATA); anything else is dropped and
  *    counted by reason (DP_DROP_*), never answered with a REJECT.
  * Count, dtype and membership are checked after the table lookup, where a
@@ -67,7 +67,7 @@
 	X(CAIS_VERSION, "CAIS version is not 1")                                                   \
 	X(CAIS_TYPE, "CAIS type undefined")                                                        \
 	X(CAIS_FLAGS, "CAIS reserved flag bits set")                                               \
-	X(NOT_DATA, "RESULT, REJECT or ACK to the switch, not from a session's uplink")            \
+	X(NOT_DATA, "an answer to the switch, not from a session's uplink")                        \
 	X(MULTISEG, "multi-segment frame")                                                         \
 	X(SLOT_MISMATCH, "slot or set disagree with seq")                                          \
 	X(INCONSISTENT, "count, dtype or tensor differ from the round's")                          \
@@ -94,7 +94,7 @@ enum dp_class {
 	DP_CLASS_L2,	  /**< ordinary traffic: learn, forward or flood */
 	DP_CLASS_ARP_AGG, /**< ARP request for the aggregator address: reply */
 	DP_CLASS_DATA,	  /**< CAIS DATA to the aggregator: match and act */
-	DP_CLASS_ANSWER,  /**< CAIS RESULT, REJECT or ACK to the aggregator: from a spine? (E9) */
+	DP_CLASS_ANSWER,  /**< a CAIS answer (not DATA) to the aggregator: a spine's? (E9) */
 	DP_CLASS_DROP,	  /**< malformed for the aggregator: drop, count drop */
 };
 

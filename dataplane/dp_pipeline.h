@@ -79,10 +79,12 @@ void dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_t
  * dtype) into m, the completing DATA (or a spine's RESULT, E9), and send it
  * to every member: m itself to member `to`, the others the DATA the round
  * kept of theirs (kept: by member, NULL where none; kept NULL: none), or
- * copies. Empties kept.
+ * copies. Empties kept. wait: the members whose RESULT carries WAIT (a
+ * bitmap by rank, dp_action.c), NULL for none.
  */
 void dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl,
-		      const int64_t *acc, struct rte_mbuf *m, struct rte_mbuf **kept, uint8_t to);
+		      const int64_t *acc, struct rte_mbuf *m, struct rte_mbuf **kept, uint8_t to,
+		      const uint64_t *wait);
 
 /**
  * Send the partial sum of a leaf's complete round (acc, sl in DP_SLOT_UP)
@@ -99,9 +101,19 @@ void dp_reply_uplink(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *
 void dp_reply_reject_members(struct dp_lcore *lc, struct dp_session *s, const struct dp_slot *sl,
 			     struct rte_mbuf *m);
 
-/** Unicast the stored RESULT of a complete round to rank, reusing its DATA mbuf m. */
+/**
+ * A NACK (E11) of the open round sl on this lcore to member r, missing from
+ * it while a later round completed: its DATA was lost.
+ */
+void dp_reply_nack(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
+		   unsigned int r);
+
+/**
+ * Unicast the stored RESULT of a complete round to rank, reusing its DATA
+ * mbuf m; wait: with WAIT (E11).
+ */
 void dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
-		     const int64_t *acc, struct rte_mbuf *m, uint8_t rank);
+		     const int64_t *acc, struct rte_mbuf *m, uint8_t rank, bool wait);
 
 /**
  * DATA m, a retransmission, found its contribution in the open round of sl:
@@ -192,6 +204,20 @@ dp_slot_owner(const struct dp_switch *sw, unsigned int idx, unsigned int *local)
 
 	*local = q;
 	return idx - q * sw->n_lcores;
+}
+
+/**
+ * The lcore that owns the slot of slot field slotf (CAIS header: index and
+ * set bit); *si: its (slot, set) in that lcore's part of the session,
+ * (index / n_lcores) x 2 + set.
+ */
+static inline unsigned int
+dp_slot_of(const struct dp_switch *sw, uint16_t slotf, unsigned int *si)
+{
+	unsigned int local, owner = dp_slot_owner(sw, slotf & CAIS_SLOT_MASK, &local);
+
+	*si = local * 2 + (slotf >> 15);
+	return owner;
 }
 
 /** Make m a single segment of len bytes. */

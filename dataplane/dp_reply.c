@@ -82,6 +82,14 @@ result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
 	return f;
 }
 
+/* WAIT into the RESULT frame f to member r where wait (NULL: none) has r. */
+static inline void
+with_wait(uint8_t *f, const uint64_t *wait, unsigned int r)
+{
+	if (unlikely(wait != NULL) && (wait[r >> 6] >> (r & 63)) & 1u)
+		((struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF))->flags |= CAIS_F_WAIT;
+}
+
 /*
  * Copies of a RESULT whose frame m holds (payload and CAIS header written)
  * for the n_to members to[]: small ones copied whole into one header-pool
@@ -94,7 +102,8 @@ result_flags(const struct dp_lcore *lc, const struct dp_slot *sl)
  */
 static unsigned int
 send_copies(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
-	    struct rte_mbuf *m, unsigned int plen, const uint8_t *to, unsigned int n_to)
+	    struct rte_mbuf *m, unsigned int plen, const uint8_t *to, unsigned int n_to,
+	    const uint64_t *wait)
 {
 	struct rte_mbuf *mb[2 * (CAIS_MAX_WORLD - 1)];
 	const uint8_t *h = rte_pktmbuf_mtod_offset(m, const uint8_t *, CAIS_FRAME_HDR_OFF);
@@ -125,6 +134,7 @@ send_copies(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slo
 			hd->nb_segs = 2;
 			hd->pkt_len = len;
 		}
+		with_wait(p, wait, to[k]);
 		send_to_member(lc, s, mr, hd);
 	}
 	return n_to;
@@ -153,7 +163,7 @@ result_into(struct rte_mbuf *d, const uint8_t *f, unsigned int plen, const struc
  */
 void
 dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, const int64_t *acc,
-		 struct rte_mbuf *m, struct rte_mbuf **kept, uint8_t to)
+		 struct rte_mbuf *m, struct rte_mbuf **kept, uint8_t to, const uint64_t *wait)
 {
 	struct dp_session_counters *sc = &s->part[lc->idx].c;
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
@@ -169,6 +179,7 @@ dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, 
 			continue;
 		if (kept && kept[r]) {
 			result_into(kept[r], f, plen, &s->members[r], sl->seq);
+			with_wait(rte_pktmbuf_mtod(kept[r], uint8_t *), wait, r);
 			send_to_member(lc, s, &s->members[r], kept[r]);
 			kept[r] = NULL;
 			sent++;
@@ -176,15 +187,16 @@ dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, 
 			copy[n_copy++] = (uint8_t)r;
 		}
 	}
-	sent += send_copies(lc, s, sl, m, plen, copy, n_copy);
+	sent += send_copies(lc, s, sl, m, plen, copy, n_copy, wait);
 	to_member(f, &s->members[to], CAIS_HDR_LEN + plen, sl->seq);
+	with_wait(f, wait, to);
 	send_to_member(lc, s, &s->members[to], m);
 	sc->results_tx += sent + 1;
 }
 
 void
 dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
-		const int64_t *acc, struct rte_mbuf *m, uint8_t rank)
+		const int64_t *acc, struct rte_mbuf *m, uint8_t rank, bool wait)
 {
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
 	unsigned int plen = cais_payload_bytes(sl->out, sl->count);
@@ -192,7 +204,7 @@ dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	/* the round's OVERFLOW is in sl->ovf already */
 	lc->sw->agg->wire[sl->out]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
-	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->out);
+	to_result(dp_mbuf_cais(m), result_flags(lc, sl) | (wait ? CAIS_F_WAIT : 0), sl->out);
 	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen, sl->seq);
 	tx_result(lc, s, m->port, m);
 }
@@ -305,6 +317,31 @@ dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl)
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD);
 	lc->c.acks++;
 	dp_tx(lc, m->port, m);
+}
+
+void
+dp_reply_nack(struct dp_lcore *lc, const struct dp_session *s, const struct dp_slot *sl,
+	      unsigned int r)
+{
+	const struct dp_member *mb = &s->members[r];
+	struct rte_mbuf *m = rte_pktmbuf_alloc(lc->sw->hdr_pool);
+	struct cais_fields cf;
+	uint8_t *f;
+
+	if (unlikely(!m)) {
+		lc->c.drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	f = (uint8_t *)rte_pktmbuf_append(m, CAIS_FRAME_OVERHEAD);
+	to_member(f, mb, CAIS_HDR_LEN, sl->seq);
+	cais_data_fields(&cf, s->tenant, s->session, sl->tensor, sl->seq, s->pool,
+			 (uint8_t)(r + s->first_rank), 0);
+	cf.type = CAIS_TYPE_NACK;
+	cf.flags = result_flags(lc, sl) & CAIS_F_CONGESTED;
+	cf.dtype = sl->out;
+	cais_hdr_build((struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &cf);
+	lc->c.nacks++;
+	send_to_member(lc, s, mb, m);
 }
 
 void

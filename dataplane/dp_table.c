@@ -187,6 +187,7 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 	s->pool = c->slots;
 	s->priority = c->priority;
 	s->first_rank = c->first_rank;
+	s->loss_hints = c->loss_hints;
 	s->keep = keep_of(c);
 	s->n_lcores = t->n_lcores;
 	LIST_INIT(&s->tensors);

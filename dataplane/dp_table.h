@@ -75,6 +75,7 @@ struct dp_session_conf {
 	uint16_t elems;				       /**< elements per packet E */
 	uint8_t priority;			       /**< enum dp_prio */
 	uint8_t first_rank; /**< its DATA's ranks are first_rank..first_rank+n-1 (E9) */
+	bool loss_hints;    /**< WAIT and NACK to its members (docs/PROTOCOL.md E11) */
 	struct dp_member_conf members[CAIS_MAX_WORLD]; /**< by rank - first_rank, n of them */
 	struct dp_uplink_conf uplink;
 };
@@ -148,6 +149,13 @@ struct dp_session_part {
 	 */
 	struct rte_mbuf **kept;
 	uint32_t n_local;
+	/**
+	 * Open rounds behind a complete one (WAIT, NACK: docs/PROTOCOL.md E11,
+	 * dp_action.c): every open round here has a seq of at least older,
+	 * once a round started.
+	 */
+	uint32_t older;
+	bool started;
 	struct dp_session_counters c;
 } __rte_cache_aligned;
 
@@ -174,6 +182,7 @@ struct dp_session {
 	uint32_t pool;
 	uint8_t priority;   /**< enum dp_prio */
 	uint8_t first_rank; /**< DATA's rank r is member r - first_rank (a leaf's ranks, E9) */
+	bool loss_hints;    /**< WAIT and NACK to its members (E11, dp_action.c) */
 	uint16_t keep;	    /**< DATA kept per round: n, or 0 (dp_table.c keep_of()) */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */

@@ -388,9 +388,10 @@ mgr_plan_session(const struct mgr_fabric *f, const struct mgr_plan *p, unsigned 
 		if (pt->role == MGR_ROLE_LEAF)
 			count = pt->count;
 	}
-	args = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o}", "tenant", j->tenant, "session",
+	/* its members are libcais agents: WAIT and NACK (E11) */
+	args = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:o}", "tenant", j->tenant, "session",
 			 j->session, "n", count, "slots", (int)j->slots, "elems_per_packet",
-			 j->elems, "priority", j->priority, "members", members);
+			 j->elems, "priority", j->priority, "loss_hints", 1, "members", members);
 	if (args && pt->role == MGR_ROLE_LEAF) {
 		const struct mgr_fabric_switch *s = &f->sw[f->spine];
 

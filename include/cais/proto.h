@@ -89,14 +89,16 @@ typedef uint32_t cais_be32_t;
 	X(DATA, 1, "data")                                                                         \
 	X(RESULT, 2, "result")                                                                     \
 	X(REJECT, 3, "reject")                                                                     \
-	X(ACK, 4, "ack")
+	X(ACK, 4, "ack")                                                                           \
+	X(NACK, 5, "nack")
 
 /** Header flags: X(name, bit value, text). */
 #define CAIS_FLAGS(X)                                                                              \
 	X(RETX, 0x01, "retx")                                                                      \
 	X(OVERFLOW, 0x02, "overflow")                                                              \
 	X(CONGESTED, 0x04, "congested")                                                            \
-	X(FWD_ONLY, 0x08, "fwd_only")
+	X(FWD_ONLY, 0x08, "fwd_only")                                                              \
+	X(WAIT, 0x10, "wait")
 
 /** REJECT reason codes: X(name, value, text). */
 #define CAIS_REASONS(X)                                                                            \
@@ -153,7 +155,7 @@ typedef uint32_t cais_be32_t;
 	X(SHORT, "shorter than the 24-byte header")                                                \
 	X(BAD_MAGIC, "magic is not 0xCA15")                                                        \
 	X(BAD_VERSION, "version is not 1")                                                         \
-	X(BAD_TYPE, "type is not DATA, RESULT, REJECT or ACK")                                     \
+	X(BAD_TYPE, "type is not DATA, RESULT, REJECT, ACK or NACK")                               \
 	X(BAD_FLAGS, "reserved flag bits set")
 
 #define CAIS_X_ENUM(name, val, text) CAIS_TYPE_##name = val,
@@ -408,9 +410,10 @@ cais_hdr_check(const void *buf, size_t len)
 	if ((h->ver_type >> 4) != CAIS_VERSION)
 		return CAIS_HDR_BAD_VERSION;
 	type = cais_hdr_type(h);
-	if (type < CAIS_TYPE_DATA || type > CAIS_TYPE_ACK)
+	if (type < CAIS_TYPE_DATA || type > CAIS_TYPE_NACK)
 		return CAIS_HDR_BAD_TYPE;
-	if (h->flags & ~CAIS_FLAGS_ALL)
+	/* WAIT is a RESULT's only (docs/PROTOCOL.md E11) */
+	if (h->flags & ~(type == CAIS_TYPE_RESULT ? CAIS_FLAGS_ALL : CAIS_FLAGS_ALL & ~CAIS_F_WAIT))
 		return CAIS_HDR_BAD_FLAGS;
 	return CAIS_HDR_OK;
 }

@@ -177,15 +177,18 @@ ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
 	    memcmp(udp + 2, &c->udp_port, 2) != 0)
 		return DP_CLASS_DROP;
 	h = udp + 8;
-	if (rd16(h) != CAIS_MAGIC || h[2] >> 4 != CAIS_VERSION || (h[3] & ~CAIS_FLAGS_ALL) != 0)
+	/* flag bits 0-3 (PROTOCOL.md 1), and bit 4, WAIT, on a RESULT (E11) */
+	if (rd16(h) != CAIS_MAGIC || h[2] >> 4 != CAIS_VERSION ||
+	    (h[3] & ((h[2] & 0x0F) == CAIS_TYPE_RESULT ? 0xE0 : 0xF0)) != 0)
 		return DP_CLASS_DROP;
-	/* RESULT, REJECT and ACK: answers, for a leaf from its spine (E9) */
+	/* RESULT, REJECT, ACK and NACK: answers, for a leaf from its spine (E9) */
 	switch (h[2] & 0x0F) {
 	case CAIS_TYPE_DATA:
 		return DP_CLASS_DATA;
 	case CAIS_TYPE_RESULT:
 	case CAIS_TYPE_REJECT:
 	case CAIS_TYPE_ACK:
+	case CAIS_TYPE_NACK:
 		return DP_CLASS_ANSWER;
 	default:
 		return DP_CLASS_DROP;
@@ -306,11 +309,11 @@ check_generated(const uint8_t *f, uint32_t len)
 	if (cais_hdr_check(f + CAIS_FRAME_HDR_OFF, len - CAIS_FRAME_HDR_OFF) != CAIS_HDR_OK)
 		return "CAIS header check";
 	cais_hdr_read((const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &h);
-	if (h.type == CAIS_TYPE_ACK) {
+	if (h.type == CAIS_TYPE_ACK || h.type == CAIS_TYPE_NACK) {
 		if (len != CAIS_FRAME_OVERHEAD || h.count != 0 || h.reason != 0)
-			return "ACK with a payload, a count or a reason";
+			return "ACK or NACK with a payload, a count or a reason";
 		if (h.flags & ~CAIS_F_CONGESTED)
-			return "ACK flags";
+			return "ACK or NACK flags";
 		return NULL;
 	}
 	if (h.rank != CAIS_RANK_NONE)
@@ -335,7 +338,7 @@ check_generated(const uint8_t *f, uint32_t len)
 			return "RESULT length differs from its count";
 		if (h.reason != 0)
 			return "RESULT reason";
-		if (h.flags & ~(CAIS_F_OVERFLOW | CAIS_F_CONGESTED))
+		if (h.flags & ~(CAIS_F_OVERFLOW | CAIS_F_CONGESTED | CAIS_F_WAIT))
 			return "RESULT flags";
 		return NULL;
 	}
@@ -361,7 +364,7 @@ check_generated(const uint8_t *f, uint32_t len)
 #define MAX_EXPECT  (FZ_MAX_FRAMES * FZ_A_N + 8)
 #define DP_RL_BURST 50u /* REJECTs a fresh sender gets before the limiter says no */
 
-enum expect_kind { X_L2, X_ARP, X_REJECT, X_RESULT, X_ACK };
+enum expect_kind { X_L2, X_ARP, X_REJECT, X_RESULT, X_ACK, X_NACK };
 
 struct expect {
 	uint8_t kind;
@@ -370,8 +373,9 @@ struct expect {
 	uint16_t frame; /* the input frame it answers */
 	/* REJECT */
 	uint16_t reason;
-	/* RESULT */
+	/* RESULT, NACK */
 	uint8_t rank; /* the member it goes to */
+	bool wait_ok; /* RESULT: WAIT allowed (E11: the rank is in an older open round) */
 	struct cais_fields h;
 	uint16_t plen;
 	uint8_t payload[4 * (FZ_A_ELEMS > FZ_B_ELEMS ? FZ_A_ELEMS : FZ_B_ELEMS)];
@@ -503,11 +507,63 @@ result_payload(uint8_t *out, const struct mslot *sl)
 	return 4u * sl->count;
 }
 
+/* The lcore that owns seq's slot: odd slot indexes are lcore 1's (fuzz_setup.h). */
+static unsigned int
+model_lcore(const struct msession *s, uint32_t seq)
+{
+	return (seq % s->pool) & 1u;
+}
+
+/*
+ * E11 for the round sl completing: the ranks counted in an open round
+ * before it on its lcore (WAIT is allowed on their RESULTs; the switch
+ * leaves it out where the rounds before are more than it scans), and with
+ * nack, NACK records (optional: the same bound) to the ranks missing from
+ * such a round 2, 4, 8, ... of the lcore's rounds before it. @return the ranks.
+ */
+static uint8_t
+model_older(const struct msession *s, const struct mslot *sl, unsigned int frame, bool nack)
+{
+	uint8_t in = 0;
+
+	if (s->tenant != FZ_A_TENANT) /* session B has no loss_hints */
+		return 0;
+	for (unsigned int k = 0; k < 2 * s->pool; k++) {
+		const struct mslot *o = &s->slots[k];
+		uint32_t d;
+
+		if (o->state != 1 || !cais_seq_before(o->seq, sl->seq) ||
+		    model_lcore(s, o->seq) != model_lcore(s, sl->seq))
+			continue;
+		in |= o->seen;
+		d = (sl->seq - o->seq) / 2; /* two lcores: this lcore's rounds apart */
+		if (!nack || d < 2 || (d & (d - 1)) != 0)
+			continue;
+		for (unsigned int r = 0; r < s->n; r++) {
+			struct expect *x;
+
+			if ((o->seen >> r) & 1)
+				continue;
+			/* to the member's pinned port; not pinned yet: by its MAC, or nowhere */
+			x = expect_new(X_NACK, frame, s->bound[r] ? s->bound[r] - 1 : 0xFFFF);
+			x->rank = (uint8_t)r;
+			x->h.tenant = s->tenant;
+			x->h.session = s->session;
+			x->h.tensor = o->tensor;
+			x->h.seq = o->seq;
+			x->h.dtype = o->out;
+		}
+	}
+	return in;
+}
+
 /* RESULT records for the round in sl: to every member, or only to rank `only`. */
 static void
 model_results(const struct msession *s, const struct mslot *sl, const struct cais_fields *h,
 	      unsigned int frame, int only, uint16_t in_port)
 {
+	uint8_t waits = model_older(s, sl, frame, only < 0);
+
 	for (unsigned int r = 0; r < s->n; r++) {
 		struct member m;
 		struct expect *x;
@@ -527,6 +583,7 @@ model_results(const struct msession *s, const struct mslot *sl, const struct cai
 		}
 		x = expect_new(X_RESULT, frame, (uint16_t)port);
 		x->rank = (uint8_t)r;
+		x->wait_ok = (waits >> r) & 1;
 		x->h = *h;
 		x->h.type = CAIS_TYPE_RESULT;
 		x->h.flags = sl->ovf ? CAIS_F_OVERFLOW : 0;
@@ -798,10 +855,29 @@ match_result(const struct expect *x, const uint8_t *f, const struct cais_fields 
 		return false;
 	if (h->tenant != x->h.tenant || h->session != x->h.session || h->tensor != x->h.tensor ||
 	    h->seq != x->h.seq || h->slot != x->h.slot || h->set != x->h.set ||
-	    h->count != x->h.count || h->flags != x->h.flags || h->dtype != x->h.dtype)
+	    h->count != x->h.count || h->dtype != x->h.dtype ||
+	    (h->flags != x->h.flags && !(x->wait_ok && h->flags == (x->h.flags | CAIS_F_WAIT))))
 		return false;
 	/* the length is the count's (check_generated()) */
 	return memcmp(f + CAIS_FRAME_OVERHEAD, x->payload, x->plen) == 0;
+}
+
+/* A NACK (E11) to the member, of the open round's ids, seq, slot and dtype, its rank. */
+static bool
+match_nack(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
+{
+	const struct msession *s = x->h.tenant == FZ_A_TENANT ? &model[0] : &model[1];
+	uint16_t sf = cais_slot_field(x->h.seq, s->pool);
+	struct member m;
+
+	if (h->type != CAIS_TYPE_NACK)
+		return false;
+	member_addr(s, x->rank, &m);
+	return memcmp(f, m.mac, 6) == 0 && memcmp(f + 14 + 16, m.ip, 4) == 0 &&
+	       rd16(f + 14 + 22) == m.port && h->tenant == x->h.tenant &&
+	       h->session == x->h.session && h->tensor == x->h.tensor && h->seq == x->h.seq &&
+	       h->slot == (sf & CAIS_SLOT_MASK) && h->set == !!(sf & CAIS_SET_BIT) &&
+	       h->dtype == x->h.dtype && h->rank == x->rank;
 }
 
 static void
@@ -849,7 +925,8 @@ match_output(const uint8_t *f, uint32_t len, uint16_t port)
 			struct expect *x = &expects[i];
 			bool ok;
 
-			if (x->matched || x->port != port)
+			if (x->matched ||
+			    (x->port != port && !(x->kind == X_NACK && x->port == 0xFFFF)))
 				continue;
 			if (x->kind == X_ARP)
 				ok = rd16(f + 12) == 0x0806 && match_arp(x, f, len);
@@ -859,6 +936,8 @@ match_output(const uint8_t *f, uint32_t len, uint16_t port)
 				ok = rd16(f + 12) == 0x0800 && match_result(x, f, &h);
 			else if (x->kind == X_ACK)
 				ok = rd16(f + 12) == 0x0800 && match_ack(x, f, &h);
+			else if (x->kind == X_NACK)
+				ok = rd16(f + 12) == 0x0800 && match_nack(x, f, &h);
 			else
 				ok = false;
 			if (ok) {
@@ -881,7 +960,7 @@ check_complete(void)
 		const struct expect *x = &expects[i];
 		unsigned int same = 0, all = 0;
 
-		if (x->matched)
+		if (x->matched || x->kind == X_NACK) /* NACKs: optional (model_older()) */
 			continue;
 		if (x->kind == X_REJECT || x->kind == X_ACK) {
 			/* rate limited: optional once the sender has had its burst (REJECTs
@@ -951,6 +1030,7 @@ install(void)
 	cs.n = FZ_A_N;
 	cs.slots = FZ_A_SLOTS;
 	cs.elems = FZ_A_ELEMS;
+	cs.loss_hints = true; /* WAIT and NACK (E11); session B has none */
 	for (unsigned int r = 0; r < FZ_A_N; r++) {
 		uint8_t ip[4];
 
@@ -1279,17 +1359,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	run_burst(burst, &nb);
 	if (verbose) {
-		unsigned int kinds[5] = {0}, matched = 0;
+		unsigned int kinds[6] = {0}, matched = 0;
 
 		for (unsigned int i = 0; i < n_expects; i++) {
 			kinds[expects[i].kind]++;
 			matched += expects[i].matched;
 		}
 		fprintf(stderr,
-			"input: %u frames; expected %u L2, %u ARP, %u REJECT, %u RESULT, %u ACK; %u "
-			"sent\n",
+			"input: %u frames; expected %u L2, %u ARP, %u REJECT, %u RESULT, %u ACK, "
+			"%u NACK (optional); %u sent\n",
 			n_frames, kinds[X_L2], kinds[X_ARP], kinds[X_REJECT], kinds[X_RESULT],
-			kinds[X_ACK], matched);
+			kinds[X_ACK], kinds[X_NACK], matched);
 	}
 	check_complete();
 	if (n_deferred)

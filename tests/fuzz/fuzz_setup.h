@@ -66,8 +66,9 @@ static const uint8_t fz_agg_mac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0xAA};
 static const uint8_t fz_agg_ip[4] = {10, 0, 0, 100};
 
 /*
- * Session A: tenant 1 session 1, n = 4, 4 slots, 8 elements; FIXED32 tensors
- * 1 sum, 2 max, 3 min, 4 avg; BLOCK16 tensors (E4) 5 sum, 6 max, 7 min.
+ * Session A: tenant 1 session 1, n = 4, 4 slots, 8 elements, loss_hints
+ * (E11); FIXED32 tensors 1 sum, 2 max, 3 min, 4 avg; BLOCK16 tensors (E4) 5
+ * sum, 6 max, 7 min.
  */
 #define FZ_A_TENANT	 1u
 #define FZ_A_SESSION	 1u

@@ -222,6 +222,21 @@ seeds_rounds(void)
 	data_a(&in, FZ_CTL_END_BURST, 1, 0, 3, 4, 1); /* stale */
 	data_a(&in, FZ_CTL_END_BURST | FZ_CTL_STATS, 1, 4, 3, 4, 1);
 	save(&in, "reliability");
+	/*
+	 * E11: rank 3's DATA of seq 0 lost; 2 and 4 (lcore 0's rounds, as 0)
+	 * complete with WAIT to ranks 0-2, and 4 NACKs rank 3; its DATA, and a
+	 * lost RESULT of 2 sent again with WAIT while 0 waits (rank 1's)
+	 */
+	in.len = 0;
+	for (unsigned int r = 0; r < FZ_A_N - 1; r++)
+		data_a(&in, FZ_CTL_END_BURST, 1, 0, r, 4, 9);
+	for (uint32_t s = 1; s <= 4; s++)
+		for (unsigned int r = 0; r < FZ_A_N; r++)
+			data_a(&in, FZ_CTL_END_BURST, 1, s, r, 4, 9 + (int32_t)s);
+	data_a(&in, FZ_CTL_END_BURST, 1, 2, 1, 4, 11);
+	data_a(&in, FZ_CTL_END_BURST, 1, 2, 3, 4, 11);
+	data_a(&in, FZ_CTL_END_BURST | FZ_CTL_STATS, 1, 0, 3, 4, 9);
+	save(&in, "wait-nack");
 	/* session B: one rank, every DATA completes a round */
 	in.len = 0;
 	for (uint32_t s = 0; s < 4; s++) {

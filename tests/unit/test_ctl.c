@@ -83,12 +83,17 @@ t_session_add(void **state)
 	assert_int_equal(F.s.slots, 16);
 	assert_int_equal(F.s.elems, 256);
 	assert_int_equal(F.s.priority, 1);
+	assert_int_equal(F.s.loss_hints, 0);
 	assert_int_equal(F.s.members[0].port, 4000);
 	assert_int_equal(F.s.members[1].port, 4001);
 	assert_int_equal(F.s.members[1].mac[5], 2);
 	assert_int_equal(F.s.members[0].ip, htonl(0x0A000001));
 
 	bad(SESSION_ARGS(",\"priority\":2", TWO_MEMBERS), "priority");
+	ok(SESSION_ARGS(",\"loss_hints\":1", TWO_MEMBERS), "session.add");
+	assert_int_equal(F.s.loss_hints, 1);
+	bad(SESSION_ARGS(",\"loss_hints\":2", TWO_MEMBERS), "loss_hints");
+	bad(SESSION_ARGS(",\"loss_hints\":true", TWO_MEMBERS), "loss_hints");
 	bad(SESSION_ARGS(",\"bogus\":1", TWO_MEMBERS), "bogus");
 	bad("{\"cmd\":\"session.add\",\"args\":{\"session\":1}}", "tenant");
 	bad("{\"cmd\":\"session.add\",\"args\":{\"tenant\":\"1\",\"session\":1}}", "tenant");

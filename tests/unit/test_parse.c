@@ -379,12 +379,12 @@ test_parse_cais_header(void **state)
 		else
 			EXPECT_DROP(b, len, CAIS_VERSION);
 	}
-	/* type: 0 and 5..15 undefined; RESULT, REJECT and ACK are answers (from a spine? E9) */
+	/* type: 0 and 6..15 undefined; RESULT, REJECT, ACK, NACK are answers (a spine's? E9) */
 	for (unsigned int t = 0; t < 16; t++) {
 		h[2] = (uint8_t)(0x10 | t);
 		if (t == CAIS_TYPE_DATA)
 			EXPECT_DATA(b, len);
-		else if (t == CAIS_TYPE_RESULT || t == CAIS_TYPE_REJECT || t == CAIS_TYPE_ACK)
+		else if (t >= CAIS_TYPE_RESULT && t <= CAIS_TYPE_NACK)
 			EXPECT_ANSWER(b, len);
 		else
 			EXPECT_DROP(b, len, CAIS_TYPE);
@@ -397,12 +397,19 @@ test_parse_cais_header(void **state)
 		h[3] = (uint8_t)(1u << bit | CAIS_F_RETX);
 		EXPECT_DROP(b, len, CAIS_FLAGS);
 	}
+	/* WAIT is a RESULT's (E11): a DATA with it is malformed, as on the P4 profile */
 	h[3] = CAIS_FLAGS_ALL;
+	EXPECT_DROP(b, len, CAIS_FLAGS);
+	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_WAIT;
 	EXPECT_DATA(b, len);
-	/* RESULT and REJECT with any flags still answers */
+	/* RESULT and REJECT with any defined flags still answers */
 	h[2] = 0x12;
 	EXPECT_ANSWER(b, len);
+	h[3] = CAIS_FLAGS_ALL;
+	EXPECT_ANSWER(b, len);
 	h[2] = 0x13;
+	EXPECT_DROP(b, len, CAIS_FLAGS);
+	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_WAIT;
 	EXPECT_ANSWER(b, len);
 }
 
@@ -1544,10 +1551,13 @@ test_pipe_malformed_silent(void **state)
 	b[CAIS_FRAME_HDR_OFF + 2] = 0x10;
 	EXPECT_SILENT(e, b, len, CAIS_TYPE);
 	RESET();
-	b[CAIS_FRAME_HDR_OFF + 2] = 0x15;
+	b[CAIS_FRAME_HDR_OFF + 2] = 0x16;
 	EXPECT_SILENT(e, b, len, CAIS_TYPE);
 	RESET();
 	b[CAIS_FRAME_HDR_OFF + 2] = 0x14; /* an ACK to the switch */
+	EXPECT_SILENT(e, b, len, NOT_DATA);
+	RESET();
+	b[CAIS_FRAME_HDR_OFF + 2] = 0x15; /* a NACK to the switch (E11) */
 	EXPECT_SILENT(e, b, len, NOT_DATA);
 	RESET();
 	b[CAIS_FRAME_HDR_OFF + 3] = 0x10;

@@ -45,6 +45,9 @@ ctl_ok(const char *json)
 #define SP_PORT 7
 static struct tf_end SP;
 
+/* Fields the next session.add has besides these (JSON members and a comma), or NULL. */
+static const char *session_extra;
+
 /*
  * Session (t, s) of n members H[first..first+n-1], pool `slots`, E elems;
  * their ranks 0..n-1, or first..first+n-1 (first_rank) when ranked; with
@@ -63,6 +66,8 @@ session_hosts(unsigned int t, unsigned int s, unsigned int first, unsigned int n
 
 	if (ranked)
 		k += snprintf(buf + k, sizeof(buf) - (size_t)k, "\"first_rank\":%u,", r0);
+	if (session_extra)
+		k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s", session_extra);
 	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "\"members\":[");
 	for (unsigned int r = 0; r < n; r++)
 		k +=
@@ -462,6 +467,122 @@ t_lost_result(void **state)
 	expect_nothing();
 	assert_int_equal(counters(1, 1, &sc)->resends, 5);
 	assert_int_equal(sc.inconsistent, 1);
+}
+
+/*
+ * The frames of one completion (docs/PROTOCOL.md E11), in any order: a NACK
+ * of chunk `nacked` to each rank in nack_mask (header only, that rank,
+ * count 0, the round's dtype), and chunk c's RESULT (the sum of 4 ranks) to
+ * each rank in mask, with WAIT where wait_mask has it. Clears.
+ */
+static void
+expect_completion(const struct chunk *c, uint32_t mask, uint32_t wait_mask,
+		  const struct chunk *nacked, uint32_t nack_mask)
+{
+	static uint8_t exp[CAIS_FRAME_OVERHEAD + 4 * MAXE];
+	uint8_t p[4 * 64];
+	int32_t want[64];
+	uint32_t results = 0, nacks = 0;
+
+	assert_int_equal(E->n_cap, __builtin_popcount(nack_mask) + __builtin_popcount(mask));
+	expected_sum(c, 4, want);
+	for (unsigned int i = 0; i < c->count; i++) {
+		uint32_t w = htonl((uint32_t)want[i]);
+
+		memcpy(p + 4 * i, &w, 4);
+	}
+	for (unsigned int k = 0; k < E->n_cap; k++) {
+		const struct tenv_frame *fr = &E->cap[k];
+		unsigned int r = fr->port;
+		size_t len;
+
+		if (cais_hdr_type((const struct cais_hdr *)(fr->data + CAIS_FRAME_HDR_OFF)) ==
+		    CAIS_TYPE_NACK) {
+			struct cais_fields want_f;
+
+			assert_true(((nack_mask >> r) & 1) && !((nacks >> r) & 1));
+			nacks |= 1u << r;
+			cais_data_fields(&want_f, nacked->tenant, nacked->session, nacked->tensor,
+					 nacked->seq, nacked->pool, (uint8_t)r, 0);
+			want_f.type = CAIS_TYPE_NACK;
+			tf_udp_headers(exp, &AGG, &H[r], CAIS_HDR_LEN);
+			cais_hdr_build((struct cais_hdr *)(exp + CAIS_FRAME_HDR_OFF), &want_f);
+			assert_int_equal(fr->len, CAIS_FRAME_OVERHEAD);
+			assert_memory_equal(fr->data, exp, CAIS_FRAME_OVERHEAD);
+			continue;
+		}
+		assert_true(((mask >> r) & 1) && !((results >> r) & 1));
+		results |= 1u << r;
+		len = result_frame(exp, c, r, CAIS_DT_FIXED32, p, 4u * c->count,
+				   (wait_mask >> r) & 1 ? CAIS_F_WAIT : 0);
+		assert_int_equal(fr->len, len);
+		if (memcmp(fr->data, exp, len) != 0)
+			fail_msg("seq %u: RESULT to rank %u differs (WAIT %s)", c->seq, r,
+				 (wait_mask >> r) & 1 ? "wanted" : "not wanted");
+	}
+	tenv_clear(E);
+}
+
+/*
+ * WAIT and NACK (E11), in session (1, sess). Rank 3's DATA of seq 500 is
+ * lost: with loss_hints, rounds 501.. that complete meanwhile carry WAIT to
+ * ranks 0-2 (their DATA of 500 is in) and not to rank 3, and rank 3 gets a
+ * NACK of 500 when round 502 and round 504 complete (2 and 4 rounds later).
+ * A RESULT sent again into a complete round carries WAIT the same way. Once
+ * 500 completes, nothing waits; nor after a round was abandoned. Without
+ * loss_hints, none of it (the RESULTs of PROTOCOL.md).
+ */
+static void
+wait_nack(unsigned int sess, bool hints)
+{
+	struct chunk c500 = {1, (uint16_t)sess, 1, 500, 8, 64}, c;
+	uint32_t w = hints ? 0x7 : 0;
+	uint64_t nacks0 = E->sw->lcores[0].c.nacks;
+
+	for (unsigned int r = 0; r < 3; r++)
+		send_data(&c500, r, NULL, 0);
+	expect_nothing();
+	c = c500;
+	for (uint32_t seq = 501; seq <= 505; seq++) {
+		c.seq = seq;
+		for (unsigned int r = 0; r < 4; r++)
+			send_data(&c, r, NULL, 0);
+		expect_completion(&c, 0xF, w, &c500, hints && (seq == 502 || seq == 504) ? 0x8 : 0);
+	}
+	assert_int_equal(E->sw->lcores[0].c.nacks - nacks0, hints ? 2 : 0);
+	/* a lost RESULT of 503: rank 1's comes again with WAIT, rank 3's without */
+	c.seq = 503;
+	send_data(&c, 1, NULL, CAIS_F_RETX);
+	expect_completion(&c, 0x2, w & 0x2, &c500, 0);
+	send_data(&c, 3, NULL, CAIS_F_RETX);
+	expect_completion(&c, 0x8, 0, &c500, 0);
+	/* rank 3's retransmission completes 500: no round before it is open */
+	send_data(&c500, 3, NULL, CAIS_F_RETX);
+	expect_completion(&c500, 0xF, 0, &c500, 0);
+	c.seq = 506;
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_completion(&c, 0xF, 0, &c500, 0);
+	/* 507 opened, then abandoned: 523 (507 + 2 x 8) takes its slot and set */
+	c.seq = 507;
+	send_data(&c, 0, NULL, 0);
+	c.seq = 523;
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_completion(&c, 0xF, 0, &c500, 0);
+	assert_int_equal(E->sw->lcores[0].c.nacks - nacks0, hints ? 2 : 0);
+}
+
+static void
+t_wait_nack(void **state)
+{
+	(void)state;
+	wait_nack(1, false); /* the setup's session: no loss_hints */
+	session_extra = "\"loss_hints\":1,";
+	session(1, 2, 4, 8, 64);
+	session_extra = NULL;
+	tensor(1, 2, 1, "sum");
+	wait_nack(2, true);
 }
 
 /* Older seqs on a (slot, set) are stale: dropped, counted, never answered. */
@@ -1942,6 +2063,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_ack_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_wait_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wrap_alternation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_saturation, setup, teardown),

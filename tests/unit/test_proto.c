@@ -70,7 +70,7 @@ test_sizes(void **state)
 	assert_int_equal(CAIS_MAX_WORLD, 255);
 	/* 2048 elements fit a 9000-byte MTU: IPv4 + UDP + CAIS + payload <= 9000 */
 	assert_true(CAIS_IP_HLEN + CAIS_UDP_HLEN + CAIS_HDR_LEN + CAIS_MAX_ELEMS * 4 <= 9000);
-	assert_int_equal(CAIS_FLAGS_ALL, 0x0F);
+	assert_int_equal(CAIS_FLAGS_ALL, 0x1F);
 }
 
 static void
@@ -242,26 +242,38 @@ test_hdr_check(void **state)
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
 				 v == 1 ? CAIS_HDR_OK : CAIS_HDR_BAD_VERSION);
 	}
-	/* type: 0 and 5..15 invalid (4 is ACK, docs/PROTOCOL.md E6) */
+	/* type: 0 and 6..15 invalid (4 is ACK, E6; 5 NACK, E11) */
 	for (unsigned int t = 0; t < 16; t++) {
 		b[2] = (uint8_t)(0x10 | t);
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
-				 (t >= 1 && t <= 4) ? CAIS_HDR_OK : CAIS_HDR_BAD_TYPE);
+				 (t >= 1 && t <= 5) ? CAIS_HDR_OK : CAIS_HDR_BAD_TYPE);
 	}
 	/* a bad version wins over a bad type */
 	b[2] = 0x20;
 	assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_BAD_VERSION);
 	b[2] = 0x11;
-	/* flags: the four defined bits are fine alone and together, bits 4..7 are not */
-	for (unsigned int bit = 0; bit < 8; bit++) {
-		b[3] = (uint8_t)(1u << bit);
+	/*
+	 * flags: the four bits of PROTOCOL.md are fine alone and together, bits
+	 * 4..7 are not, but for WAIT (bit 4) on a RESULT (E11)
+	 */
+	for (unsigned int type = CAIS_TYPE_DATA; type <= CAIS_TYPE_NACK; type++) {
+		b[2] = (uint8_t)(0x10 | type);
+		for (unsigned int bit = 0; bit < 8; bit++) {
+			bool ok = bit < 4 || (bit == 4 && type == CAIS_TYPE_RESULT);
+
+			b[3] = (uint8_t)(1u << bit);
+			assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
+					 ok ? CAIS_HDR_OK : CAIS_HDR_BAD_FLAGS);
+		}
+		b[3] = 0x0F;
+		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_OK);
+		b[3] = 0x1F;
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
-				 bit < 4 ? CAIS_HDR_OK : CAIS_HDR_BAD_FLAGS);
+				 type == CAIS_TYPE_RESULT ? CAIS_HDR_OK : CAIS_HDR_BAD_FLAGS);
+		b[3] = 0xFF;
+		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_BAD_FLAGS);
 	}
-	b[3] = 0x0F;
-	assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_OK);
-	b[3] = 0xFF;
-	assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_BAD_FLAGS);
+	b[2] = 0x11;
 	/* a bad type wins over bad flags */
 	b[2] = 0x1F;
 	assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_BAD_TYPE);
@@ -305,8 +317,10 @@ test_names(void **state)
 	assert_int_equal(CAIS_TYPE_REJECT, 3);
 	assert_string_equal(cais_type_name(CAIS_TYPE_ACK), "ack");
 	assert_int_equal(CAIS_TYPE_ACK, 4);
+	assert_string_equal(cais_type_name(CAIS_TYPE_NACK), "nack");
+	assert_int_equal(CAIS_TYPE_NACK, 5);
 	assert_string_equal(cais_type_name(0), "?");
-	for (unsigned int t = 5; t < 16; t++)
+	for (unsigned int t = 6; t < 16; t++)
 		assert_string_equal(cais_type_name(t), "?");
 
 	assert_int_equal(CAIS_F_RETX, 0x01);
@@ -317,9 +331,11 @@ test_names(void **state)
 	assert_string_equal(cais_flag_name(CAIS_F_OVERFLOW), "overflow");
 	assert_string_equal(cais_flag_name(CAIS_F_CONGESTED), "congested");
 	assert_string_equal(cais_flag_name(CAIS_F_FWD_ONLY), "fwd_only");
+	assert_int_equal(CAIS_F_WAIT, 0x10);
+	assert_string_equal(cais_flag_name(CAIS_F_WAIT), "wait");
 	assert_string_equal(cais_flag_name(0), "?");
 	assert_string_equal(cais_flag_name(0x03), "?"); /* one bit at a time */
-	for (unsigned int bit = 4; bit < 8; bit++)
+	for (unsigned int bit = 5; bit < 8; bit++)
 		assert_string_equal(cais_flag_name(1u << bit), "?");
 
 	assert_int_equal(CAIS_R_NONE, 0);
@@ -349,7 +365,7 @@ test_names(void **state)
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_MAGIC), "magic is not 0xCA15");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_VERSION), "version is not 1");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_TYPE),
-			    "type is not DATA, RESULT, REJECT or ACK");
+			    "type is not DATA, RESULT, REJECT, ACK or NACK");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_BAD_FLAGS), "reserved flag bits set");
 	assert_string_equal(cais_hdr_check_name(CAIS_HDR_CHECK_MAX), "?");
 	assert_string_equal(cais_hdr_check_name((enum cais_hdr_check) - 1), "?");
