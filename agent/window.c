@@ -25,6 +25,7 @@ struct ag_window_entry {
 	uint16_t strikes; /**< retransmissions the switch has not acknowledged (silence) */
 	bool acked;	  /**< an ACK said the DATA is in: the round waits for others */
 	bool probe;	  /**< retransmitted as the window's probe (retransmit_now()) */
+	bool nacked;	  /**< a NACK said its DATA is missing: sent again at once */
 	uint16_t count;	  /**< elements */
 	uint8_t dtype;	  /**< wire dtype */
 	uint32_t len;	  /**< payload bytes */
@@ -53,7 +54,8 @@ struct ag_window {
 	uint64_t heard;		   /**< when the switch last sent this flow anything, 0: never */
 	uint64_t first_tx;	   /**< when its first DATA went (cold()), 0: not yet */
 	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
-	uint32_t last_result;	   /**< the seq of the latest of them */
+	bool cleared;		   /**< one of them came without WAIT (E11) ... */
+	uint32_t clear_seq;	   /**< ... and this is the seq of the latest of those */
 	uint64_t heard_result;	   /**< when the last RESULT came */
 	uint64_t last_probe;	   /**< when the last probe went (retransmit_now()) */
 	bool probe_out;		   /**< ... and it has had no answer yet */
@@ -290,7 +292,7 @@ ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->probe = false;
+	e->acked = e->probe = e->nacked = false;
 	e->count = count;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, count);
@@ -316,7 +318,7 @@ ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->probe = false;
+	e->acked = e->probe = e->nacked = false;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, e->count);
 	e->hdr.dtype = dtype;
@@ -414,6 +416,29 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 }
 
 /*
+ * A NACK (E11): rounds after the chunk's completed while its own misses this
+ * rank's DATA, which was lost (or the switch restarted and forgot it): it
+ * goes again at once (retransmit_now()), not after the evidence of three
+ * RESULTs that every rank would see. A NACK that comes within a configured
+ * timer of the chunk's last transmission may have crossed it: ignored (the
+ * switch NACKs again 2, 4, 8, ... rounds later).
+ */
+static void
+handle_nack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
+{
+	count(&w->st.nacks, 1);
+	if (e->unsent || now - e->t_sent < (uint64_t)w->conf.retx_timeout_us * 1000)
+		return;
+	if (e->acked) { /* the DATA it ACKed is gone: a restarted switch */
+		e->acked = false;
+		if (e->state == AG_W_ACKED)
+			set_state(e, AG_W_INFLIGHT);
+	}
+	e->nacked = true;
+	e->deadline = now;
+}
+
+/*
  * The RESULT of a chunk in the window. Its round trip since the first DATA
  * is a sample for the timer when the chunk was never retransmitted, or when
  * the switch acknowledged one of its retransmissions: a DATA of it was in
@@ -433,7 +458,11 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	if (e->tries == 0 || e->acked)
 		rtt_sample(w, now - e->t_first);
 	w->results++;
-	w->last_result = e->seq;
+	/* WAIT: older rounds that hold this rank's DATA wait for others (loss_evident()) */
+	if (!(f->flags & CAIS_F_WAIT)) {
+		w->cleared = true;
+		w->clear_seq = e->seq;
+	}
 	w->heard_result = now;
 	if (e->probe) { /* a loss, or the probe crossed its RESULT: ask the next */
 		w->probe_chain = true;
@@ -472,6 +501,10 @@ handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct soc
 	case CAIS_TYPE_ACK:
 		if (f.dtype == e->dtype)
 			handle_ack(w, e, now);
+		return;
+	case CAIS_TYPE_NACK:
+		if (f.dtype == e->dtype)
+			handle_nack(w, e, now);
 		return;
 	case CAIS_TYPE_RESULT:
 		if (f.count == e->count && f.dtype == e->dtype &&
@@ -626,19 +659,25 @@ judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64
 }
 
 /*
- * Is chunk e's DATA or RESULT probably lost? LOSS_EVIDENCE RESULTs of this
- * window came since it was last sent (or ACKed), the latest for a later
- * seq: rounds after its own completed, so every rank's DATA for them came
- * through. Checked on every pass, due or not (ag_window_tx()), so a loss is
- * repaired as soon as the RESULTs say so, at most once per configured timer.
+ * Is chunk e's DATA or RESULT probably lost? The latest RESULT without WAIT
+ * (docs/PROTOCOL.md E11) is of a round after its own: every rank's DATA
+ * of that round came through, and no round before it that holds this
+ * rank's DATA was still open, so its own round either completed (and its
+ * RESULT was lost) or misses this rank's DATA. A RESULT with WAIT says that
+ * such older rounds wait for another rank, which gets NACKs: no evidence.
+ * (A switch without WAIT, the P4 profile, sends every RESULT without it:
+ * any later round's RESULT is evidence, as it was before E11.) And, against
+ * reordering, LOSS_EVIDENCE RESULTs came since it was last sent (or ACKed).
+ * Checked on every pass, due or not (ag_window_tx()), so a loss is repaired
+ * as soon as the RESULTs say so, at most once per configured timer.
  */
 #define LOSS_EVIDENCE 3
 
 static bool
 loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
 {
-	return w->results - e->res_mark >= LOSS_EVIDENCE &&
-	       (int32_t)(w->last_result - e->seq) > 0 &&
+	return w->results - e->res_mark >= LOSS_EVIDENCE && w->cleared &&
+	       cais_seq_before(e->seq, w->clear_seq) &&
 	       now - e->t_sent >= (uint64_t)w->conf.retx_timeout_us * 1000;
 }
 
@@ -664,7 +703,8 @@ loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_
 static bool
 retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, bool *probed)
 {
-	if (loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 || quiet(w, e, now))
+	if (e->nacked || loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 ||
+	    quiet(w, e, now))
 		return true;
 	if (*probed)
 		return false;
@@ -761,6 +801,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 				silent[n_silent++].seq = seq;
 			}
 			e->hdr.flags |= CAIS_F_RETX;
+			e->nacked = false;
 			e->tries++;
 			e->strikes++;
 			atomic_fetch_add_explicit(e->retx, 1, memory_order_relaxed);
@@ -812,4 +853,5 @@ ag_window_stats(const struct ag_window *w, struct ag_window_stats *out)
 	out->results_ignored = __atomic_load_n(&w->st.results_ignored, __ATOMIC_RELAXED);
 	out->acks = __atomic_load_n(&w->st.acks, __ATOMIC_RELAXED);
 	out->send_errors = __atomic_load_n(&w->st.send_errors, __ATOMIC_RELAXED);
+	out->nacks = __atomic_load_n(&w->st.nacks, __ATOMIC_RELAXED);
 }

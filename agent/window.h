@@ -98,7 +98,8 @@ struct ag_window_stats {
 	uint64_t chunks_sent;	  /**< DATA first transmissions */
 	uint64_t retransmissions; /**< DATA retransmissions */
 	uint64_t results_ignored; /**< RESULTs not in flight (duplicate, stale) */
-	uint64_t acks;		  /**< ACKs of chunks in flight (E5) */
+	uint64_t acks;		  /**< ACKs of chunks in flight (E6) */
+	uint64_t nacks;		  /**< NACKs of chunks in flight (E11) */
 	uint64_t send_errors;	  /**< DATA the socket refused for good (a firewall, the MTU) */
 };
 

@@ -109,6 +109,8 @@ open_window(void **state)
 }
 
 static void answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms);
+static void answer_flags_at(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags,
+			    double t_ms);
 
 /*
  * A window that has heard the switch: an ACK for a seq it does not hold,
@@ -185,9 +187,9 @@ tx_at(struct fixture *f, double t_ms)
 	return retransmitted(f, NULL);
 }
 
-/* The switch answers seq (ACK or RESULT) at time t; the window reads it. */
+/* The switch answers seq (ACK, NACK or RESULT, with flags) at time t; the window reads it. */
 static void
-answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
+answer_flags_at(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags, double t_ms)
 {
 	uint8_t buf[sizeof(f->last[0])];
 	struct cais_fields h;
@@ -197,9 +199,9 @@ answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
 	memcpy(buf, f->last[seq], sizeof(buf));
 	cais_hdr_read((const struct cais_hdr *)buf, &h);
 	h.type = type;
-	h.flags = 0;
+	h.flags = flags;
 	h.rank = CAIS_RANK_NONE;
-	if (type == CAIS_TYPE_ACK) {
+	if (type == CAIS_TYPE_ACK || type == CAIS_TYPE_NACK) {
 		h.count = 0;
 		len = CAIS_HDR_LEN;
 	}
@@ -210,6 +212,12 @@ answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
 	assert_int_equal(poll(&p, 1, 1000), 1);
 	f->now = (uint64_t)((double)T0 + t_ms * MS);
 	ag_window_rx(f->w, f->now);
+}
+
+static void
+answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
+{
+	answer_flags_at(f, seq, type, 0, t_ms);
 }
 
 /* NCHUNK chunks into the window, none sent yet. */
@@ -331,6 +339,65 @@ t_burst_backoff(void **state)
 }
 
 /*
+ * docs/PROTOCOL.md E11: RESULTs of three later rounds are evidence that a
+ * chunk's DATA or RESULT was lost, and it goes again once its timer ran
+ * out; not RESULTs with WAIT (its DATA is in, older rounds wait for
+ * another rank), and then only the probe rules apply.
+ */
+static void
+t_wait_evidence(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	for (uint32_t s = 1; s < NCHUNK; s++)
+		answer_flags_at(f, s, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
+	assert_int_equal(f->results, NCHUNK - 1);
+	/* seq 0 due, RESULTs 0.6 ms ago: no probe, and no evidence */
+	assert_int_equal(tx_at(f, 1.1), 0);
+	/* looked at again a timer later (about 1 ms: the RESULTs' samples),
+	 * and then it goes, as the probe: one chunk */
+	assert_int_equal(tx_at(f, 3.0), 1);
+}
+
+/* The same RESULTs without WAIT: evidence, seq 0 goes as soon as its timer ran out. */
+static void
+t_evidence(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	for (uint32_t s = 1; s < NCHUNK; s++)
+		answer_at(f, s, CAIS_TYPE_RESULT, 0.5);
+	assert_int_equal(tx_at(f, 0.9), 0); /* sent 0.9 ms ago: within the timer */
+	assert_int_equal(tx_at(f, 1.1), 1);
+}
+
+/*
+ * A NACK (E11): the chunk's DATA is missing from its round while later ones
+ * completed: it goes again at once, beside the one probe of a timer; a NACK
+ * within a timer of the chunk's last transmission may have crossed it, and
+ * is ignored.
+ */
+static void
+t_nack(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	assert_int_equal(tx_at(f, 1.1), 1); /* the probe: seq 0 */
+	assert_int_equal(tx_at(f, 1.2), 0); /* one probe a timer */
+	answer_at(f, 2, CAIS_TYPE_NACK, 1.3);
+	assert_int_equal(tx_at(f, 1.3), 1);
+	assert_memory_equal(f->last[2] + 12, "\0\0\0\2", 4); /* seq 2 went */
+	answer_at(f, 0, CAIS_TYPE_NACK, 1.4);		     /* 0.3 ms after seq 0's probe */
+	assert_int_equal(tx_at(f, 1.4), 0);
+	answer_at(f, 1, CAIS_TYPE_NACK, 1.5);
+	assert_int_equal(tx_at(f, 1.5), 1);
+	assert_int_equal(atomic_load(&f->retx), 3);
+}
+
+/*
  * Before the switch has answered the flow at all, one chunk is in flight:
  * the others would wait in the kernel's neighbour queue while ARP resolves
  * the switch's address, and most would be lost. Its RESULT opens the
@@ -435,6 +502,9 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_probe_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_silent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_wait_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
