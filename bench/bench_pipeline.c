@@ -280,7 +280,7 @@ setup(struct setup *s, uint8_t wire, unsigned int n, unsigned int e, unsigned in
 	}
 	k = snprintf(json, sizeof(json),
 		     "{\"cmd\":\"session.add\",\"args\":{\"tenant\":1,\"session\":1,\"n\":%u,"
-		     "\"slots\":%u,\"elems_per_packet\":%u,\"members\":[",
+		     "\"slots\":%u,\"elems_per_packet\":%u,\"loss_hints\":1,\"members\":[",
 		     n, SLOTS, e);
 	for (unsigned int r = 0; r < n; r++)
 		k += snprintf(json + k, sizeof(json) - (size_t)k,

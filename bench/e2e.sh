@@ -510,7 +510,7 @@ NFT
 	cat >"$WORK/config.json" <<JSON
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $n, "slots": $SLOTS,
-    "elems_per_packet": $ELEMS, "members": [$CB_MEMBERS]}},
+    "elems_per_packet": $ELEMS, "loss_hints": 1, "members": [$CB_MEMBERS]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "sum",
     "scale": 16777216, "wire": "block16"}}

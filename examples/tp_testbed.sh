@@ -262,7 +262,7 @@ members=()
 for ((i = 1; i <= HOSTS; i++)); do
 	members+=("member=$((i - 1)),$(eval "echo \$TB_MAC_$i"),$(eval "echo \$TB_IP_$i"),47000")
 done
-if sctl session.add tenant=9 session=1 slots=64 elems_per_packet=2048 "${members[@]}" >/dev/null &&
+if sctl session.add tenant=9 session=1 slots=64 elems_per_packet=2048 loss_hints=1 "${members[@]}" >/dev/null &&
 	sctl tensor.add tenant=9 session=1 tensor=1 op=sum scale=1024 >/dev/null &&
 	sctl tensor.add tenant=9 session=1 tensor=2 op=max scale=1024 >/dev/null; then
 	say "run hello-static: examples/hello_cais.py, static mode (CAIS_SWITCH=$TB_AGG_IP, session 9/1)"

@@ -275,7 +275,7 @@ if [ "$STATIC" -eq 1 ]; then
 	cat >"$WORK/config.json" <<EOF
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $HOSTS, "slots": $SLOTS,
-    "elems_per_packet": $ELEMS, "priority": 0, "members": [$CB_MEMBERS]}},
+    "elems_per_packet": $ELEMS, "priority": 0, "loss_hints": 1, "members": [$CB_MEMBERS]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": $TENSOR, "op": "sum", "scale": $SCALE}}
 ]
 EOF

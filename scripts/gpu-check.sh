@@ -398,7 +398,7 @@ done
 cat >"$WORK/config.json" <<EOF
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $RANKS, "slots": $SLOTS,
-    "elems_per_packet": 2048, "priority": 0, "members": [$members]}},
+    "elems_per_packet": 2048, "priority": 0, "loss_hints": 1, "members": [$members]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "max", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 3, "op": "min", "scale": 1024}}

@@ -175,7 +175,7 @@ write_config() { # file
 	cat >"$1" <<EOF
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $HOSTS, "slots": $S,
-    "elems_per_packet": $E, "priority": 0, "members": [$members]}},
+    "elems_per_packet": $E, "priority": 0, "loss_hints": 1, "members": [$members]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "max", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 3, "op": "min", "scale": 1024}},
@@ -462,11 +462,14 @@ done
 restart_switch
 lost=$(grep -o 'rx_loss [0-9]*' "$SWLOG.prev" | awk '{ print $2 }')
 [ "${lost:-0}" -gt 0 ] || case_fail "b: the switch's --rx-loss dropped nothing (${lost:-?})"
+# the session has loss_hints: a rank whose DATA was lost is told (E11)
+nacks=$(grep -o 'NACKs [0-9]*' "$SWLOG.prev" | tail -n 1 | awk '{ print $2 }')
+[ "${nacks:-0}" -gt 0 ] || case_fail "b: no NACK for a lost DATA (${nacks:-?})"
 in_net=0 total=0
 for f in "$WORK"/b-*.h1.log; do
 	in_net=$((in_net + $(field "$f" in_network))) total=$((total + $(field "$f" collectives)))
 done
-say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt"
+say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt and sent $nacks NACKs"
 case_end b
 
 # ====================================================================

@@ -96,7 +96,7 @@ cb_members "$RANKS" "$PORT" "$FLOWS"
 cat >"$WORK/config.json" <<EOF
 [
   {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $RANKS, "slots": $S,
-    "elems_per_packet": $E, "priority": 0, "members": [$CB_MEMBERS]}},
+    "elems_per_packet": $E, "priority": 0, "loss_hints": 1, "members": [$CB_MEMBERS]}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "max", "scale": 1024}},
   {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 3, "op": "min", "scale": 1024}},

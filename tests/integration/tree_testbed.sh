@@ -139,7 +139,7 @@ done
 for k in 0 1; do
 	S_ID=1
 	{
-		printf '[\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": %s, "slots": %s, "elems_per_packet": %s, "first_rank": %s, "members": [%s], "uplink": {"ip": "%s", "mac": "%s", "rank": %s, "switch_port": %s}}}' \
+		printf '[\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": %s, "slots": %s, "elems_per_packet": %s, "first_rank": %s, "loss_hints": 1, "members": [%s], "uplink": {"ip": "%s", "mac": "%s", "rank": %s, "switch_port": %s}}}' \
 			"$PER_LEAF" "$S" "$E" $((k * PER_LEAF)) "$(members $((k * PER_LEAF + 1)) "$PER_LEAF")" \
 			"${SW_IPS[2]}" "${SW_MACS[2]}" "$k" 0
 		tensors
@@ -148,12 +148,12 @@ for k in 0 1; do
 done
 {
 	S_ID=1
-	printf '[\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": 2, "slots": %s, "elems_per_packet": %s, "members": [{"rank": 0, "mac": "%s", "ip": "%s", "port": 51733, "switch_port": 0}, {"rank": 1, "mac": "%s", "ip": "%s", "port": 51733, "switch_port": 0}]}}' \
+	printf '[\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": 2, "slots": %s, "elems_per_packet": %s, "loss_hints": 1, "members": [{"rank": 0, "mac": "%s", "ip": "%s", "port": 51733, "switch_port": 0}, {"rank": 1, "mac": "%s", "ip": "%s", "port": 51733, "switch_port": 0}]}}' \
 		"$S" "$E" "${SW_MACS[0]}" "${SW_IPS[0]}" "${SW_MACS[1]}" "${SW_IPS[1]}"
 	tensors
 	# the flat session of --bench: every rank on the spine, through the leaves as L2
 	S_ID=2
-	printf ',\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 2, "n": %s, "slots": %s, "elems_per_packet": %s, "members": [%s]}}' \
+	printf ',\n  {"cmd": "session.add", "args": {"tenant": 1, "session": 2, "n": %s, "slots": %s, "elems_per_packet": %s, "loss_hints": 1, "members": [%s]}}' \
 		"$RANKS" "$S" "$E" "$(members 1 "$RANKS")"
 	tensors
 	printf '\n]\n'
@@ -336,7 +336,8 @@ cb_run b2-loss --dtype f32 --op sum --tensor 1 --path switch --iters 4 --warmup 
 	cb_all_paths b2-loss 'switch' && cb_say "b2-loss: ok" || cb_case_fail "b2: in-network under loss at both levels"
 lost_sp=$(stat_of 2 drops.rx_loss) lost_a=$(stat_of 0 drops.rx_loss)
 cb_say "partials resent: leaf A $(stat_of 0 up_resent 1), leaf B $(stat_of 1 up_resent 1);" \
-	"dropped on receipt: spine $lost_sp, leaf A $lost_a"
+	"dropped on receipt: spine $lost_sp, leaf A $lost_a;" \
+	"NACKs (E11): spine $(stat_of 2 nacks), leaf A $(stat_of 0 nacks)"
 [ "${lost_sp:-0}" -gt 0 ] && [ "${lost_a:-0}" -gt 0 ] ||
 	cb_case_fail "b2: --rx-loss dropped nothing (spine ${lost_sp:-?}, leaf A ${lost_a:-?})"
 SW_EXTRA=()

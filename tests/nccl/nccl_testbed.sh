@@ -160,7 +160,7 @@ write_config() {
 		done
 		cmds+="${cmds:+,
 }  {\"cmd\": \"session.add\", \"args\": {\"tenant\": 1, \"session\": $((1 + s)), \"n\": $HOSTS, \"slots\": $SLOTS,
-    \"elems_per_packet\": 2048, \"priority\": 0, \"members\": [$members]}}"
+    \"elems_per_packet\": 2048, \"priority\": 0, \"loss_hints\": 1, \"members\": [$members]}}"
 		for t in "1 sum" "2 max" "3 min"; do
 			set -- $t
 			cmds+=",
