@@ -9,14 +9,17 @@
  * to carry its sender's RESULT (DP_KEEP_*: no mbuf allocated nor freed per
  * RESULT), or is freed where the round cannot keep it; a newer round that
  * takes the slot of an open one frees what that one kept. Anything else is
- * dropped.
+ * dropped. In a session with loss_hints, a round that completes while older
+ * ones wait on this lcore marks the RESULTs of their members WAIT and NACKs
+ * the ranks they miss (docs/PROTOCOL.md E11, older_open()).
  *
  * A leaf (a session with an uplink, docs/PROTOCOL.md E9) sends a complete
  * round's partial sum up instead (DP_SLOT_UP) and completes it on the
  * spine's RESULT: the local ranks then get the spine's sums. A local rank's
  * retransmission into a round that waits for the spine is ACKed and sends
- * the partial up again (at most once per DP_UPLINK_RESEND_US a round): the
- * agents' timers are the tree's, no timer runs here.
+ * the partial up again (at most once per DP_UPLINK_RESEND_US a round), and
+ * so does the spine's NACK of it (E11): the agents' timers are the tree's,
+ * no timer runs here.
  */
 #include <string.h>
 

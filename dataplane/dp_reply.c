@@ -7,7 +7,9 @@
  * DATA mbuf that caused them (a RESULT payload is as long as the DATA's:
  * the same count and dtype), a round's RESULT also into the DATA the round
  * kept (DP_KEEP_*), one per sender, and into copies where it kept none;
- * they go to the TX buffers (dp_tx.c). A leaf's
+ * they go to the TX buffers (dp_tx.c). A RESULT to a member that an older
+ * round waits on carries WAIT, and a member that round misses gets a NACK
+ * of it, header only, in a fresh mbuf (E11). A leaf's
  * partial sum goes up to its spine as PARTIAL64 DATA, and a spine's REJECT
  * to each of the leaf's members (E9).
  */
