@@ -26,10 +26,10 @@
 # exits 77 (meson's skip code). Cases, every element checked (--check):
 #   a. every dtype and op, FIXED32 and BLOCK16, 1 element to 1 MiB: in-network;
 #      the spine's rounds equal each leaf's RESULTs from it
-#   b. 5% loss both ways between every rank and its leaf (nftables in the
-#      hosts): in-network; then 5% loss of what each of the three switches
-#      receives (cais-switch --rx-loss 5: the partials the spine gets and
-#      the RESULTs the leaves get, too): in-network
+#   b. 5% loss of what every rank receives from its leaf (nftables input
+#      hooks in the hosts): in-network; then 5% loss of what each of the
+#      three switches receives (cais-switch --rx-loss 5: the ranks' DATA,
+#      the partials the spine gets and the RESULTs the leaves get): in-network
 #   c. a rank behind each leaf silenced (its DATA to the leaf dropped): the
 #      ring, every rank right; then in-network again
 #   d. leaf B restarted in the middle of a run (kill -9, started again from
@@ -253,13 +253,19 @@ cb_rank_cmd() {
 		--check --check-every 0 --retries 16)
 }
 
-# nft rules in host i's namespace: loss PCT both ways to and from its leaf
+# nft rules in host i's namespace: PCT of what its leaf sends it lost (on the
+# way in: a drop in the host's own output hook is no loss on the wire, the
+# socket sends it again; the way up is case b2's --rx-loss); 100: the host
+# silenced both ways
 loss_on() { # i pct (100: all)
-	local leaf=${SW_IPS[$((($1 - 1) / PER_LEAF))]} some="numgen random mod 100 < $2"
-	[ "$2" -ge 100 ] && some=""
+	local leaf=${SW_IPS[$((($1 - 1) / PER_LEAF))]} some="numgen random mod 100 < $2" out=""
+	if [ "$2" -ge 100 ]; then
+		some=""
+		out="chain out { type filter hook output priority 0; ip daddr $leaf udp dport 51733 drop; }"
+	fi
 	ip netns exec "$(eval "echo \$TB_NS_$1")" nft -f - <<EOF
 table inet caisloss {
-	chain out { type filter hook output priority 0; ip daddr $leaf udp dport 51733 $some drop; }
+	$out
 	chain in { type filter hook input priority 0; ip saddr $leaf udp sport 51733 $some drop; }
 }
 EOF
@@ -315,7 +321,7 @@ if [ -z "$sp" ] || [ "$sp" -eq 0 ] || [ "$sp" != "$ua" ] || [ "$sp" != "$ub" ]; 
 	cb_case_fail "a: the spine's rounds ($sp) are not each leaf's RESULTs from it ($ua, $ub)"
 fi
 
-cb_step "b. 5% loss both ways between every rank and its leaf"
+cb_step "b. 5% loss of what every rank receives from its leaf (the way up: b2)"
 for ((i = 1; i <= RANKS; i++)); do
 	loss_on "$i" 5 || cb_fatal "nft failed on host $i"
 done
