@@ -160,6 +160,25 @@ result_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, uint8_t dty
 	return CAIS_FRAME_OVERHEAD + plen;
 }
 
+/* Frame fr is the RESULT to its port's rank of payload (plen bytes in dtype), byte for byte. */
+static void
+check_result(const struct tenv_frame *fr, const struct chunk *c, uint8_t dtype,
+	     const uint8_t *payload, size_t plen, uint8_t flags)
+{
+	static uint8_t exp[CAIS_FRAME_OVERHEAD + 4 * MAXE];
+	size_t len = result_frame(exp, c, fr->port, dtype, payload, plen, flags);
+
+	assert_int_equal(fr->len, len);
+	if (memcmp(fr->data, exp, len) != 0) {
+		size_t i = 0;
+
+		while (fr->data[i] == exp[i])
+			i++;
+		fail_msg("seq %u: RESULT to rank %u differs at byte %zu: %02x, want %02x", c->seq,
+			 fr->port, i, fr->data[i], exp[i]);
+	}
+}
+
 /*
  * Exactly the members in mask got the RESULT of payload (plen bytes in
  * dtype), byte for byte, on their ports; clears.
@@ -168,31 +187,30 @@ static void
 expect_payload(const struct chunk *c, uint32_t mask, uint8_t dtype, const uint8_t *payload,
 	       size_t plen, uint8_t flags)
 {
-	static uint8_t exp[CAIS_FRAME_OVERHEAD + 4 * MAXE];
 	unsigned int n = (unsigned int)__builtin_popcount(mask);
 	uint32_t seen = 0;
 
 	if (E->n_cap != n)
 		fail_msg("seq %u: %u frames sent, %u expected", c->seq, E->n_cap, n);
 	for (unsigned int k = 0; k < E->n_cap; k++) {
-		const struct tenv_frame *fr = &E->cap[k];
-		unsigned int r = fr->port;
-		size_t len;
+		unsigned int r = E->cap[k].port;
 
 		assert_true(r < N_PORTS && ((mask >> r) & 1) && !((seen >> r) & 1));
 		seen |= 1u << r;
-		len = result_frame(exp, c, r, dtype, payload, plen, flags);
-		assert_int_equal(fr->len, len);
-		if (memcmp(fr->data, exp, len) != 0) {
-			size_t i = 0;
-
-			while (fr->data[i] == exp[i])
-				i++;
-			fail_msg("seq %u: RESULT to rank %u differs at byte %zu: %02x, want %02x",
-				 c->seq, r, i, fr->data[i], exp[i]);
-		}
+		check_result(&E->cap[k], c, dtype, payload, plen, flags);
 	}
 	tenv_clear(E);
+}
+
+/* FIXED32 values v[0..count-1] as a payload, big-endian, into p. */
+static void
+fixed32_payload(uint8_t *p, const int32_t *v, unsigned int count)
+{
+	for (unsigned int i = 0; i < count; i++) {
+		uint32_t w = htonl((uint32_t)v[i]);
+
+		memcpy(p + 4 * i, &w, 4);
+	}
 }
 
 /* expect_payload() of FIXED32 values want. */
@@ -201,11 +219,7 @@ expect_results(const struct chunk *c, uint32_t mask, const int32_t *want, uint8_
 {
 	static uint8_t p[4 * MAXE];
 
-	for (unsigned int i = 0; i < c->count; i++) {
-		uint32_t w = htonl((uint32_t)want[i]);
-
-		memcpy(p + 4 * i, &w, 4);
-	}
+	fixed32_payload(p, want, c->count);
 	expect_payload(c, mask, CAIS_DT_FIXED32, p, 4u * c->count, flags);
 }
 
@@ -221,21 +235,31 @@ expect_nothing(void)
  * chunk c, back to it on its port: header only, echoing tenant, session,
  * tensor, seq, slot, rank and dtype, count 0, reason 0. Forgets it.
  */
+/*
+ * The header-only answer (ACK, E6; NACK, E11) of type to rank about chunk c:
+ * its ids, seq, slot, the rank and dtype FIXED32, count 0, no flags.
+ */
+static void
+answer_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, uint8_t type)
+{
+	struct cais_fields want;
+
+	cais_data_fields(&want, c->tenant, c->session, c->tensor, c->seq, c->pool, (uint8_t)rank,
+			 0);
+	want.type = type;
+	tf_udp_headers(buf, &AGG, &H[rank], CAIS_HDR_LEN);
+	cais_hdr_build((struct cais_hdr *)(buf + CAIS_FRAME_HDR_OFF), &want);
+}
+
 static void
 expect_ack(const struct chunk *c, unsigned int rank)
 {
-	struct cais_fields want, got;
+	struct cais_fields got;
 	uint8_t buf[CAIS_FRAME_OVERHEAD];
 
 	if (E->n_cap != 1)
 		fail_msg("%u frames sent, want one ACK", E->n_cap);
-	cais_data_fields(&want, c->tenant, c->session, c->tensor, c->seq, c->pool, (uint8_t)rank,
-			 0);
-	want.type = CAIS_TYPE_ACK;
-	want.flags = 0;
-	want.count = 0;
-	tf_udp_headers(buf, &AGG, &H[rank], CAIS_HDR_LEN);
-	cais_hdr_build((struct cais_hdr *)(buf + CAIS_FRAME_HDR_OFF), &want);
+	answer_frame(buf, c, rank, CAIS_TYPE_ACK);
 	assert_int_equal(E->cap[0].port, rank);
 	assert_int_equal(E->cap[0].len, CAIS_FRAME_OVERHEAD);
 	cais_hdr_read((const struct cais_hdr *)(E->cap[0].data + CAIS_FRAME_HDR_OFF), &got);
@@ -479,46 +503,30 @@ static void
 expect_completion(const struct chunk *c, uint32_t mask, uint32_t wait_mask,
 		  const struct chunk *nacked, uint32_t nack_mask)
 {
-	static uint8_t exp[CAIS_FRAME_OVERHEAD + 4 * MAXE];
-	uint8_t p[4 * 64];
+	uint8_t p[4 * 64], nack[CAIS_FRAME_OVERHEAD];
 	int32_t want[64];
 	uint32_t results = 0, nacks = 0;
 
 	assert_int_equal(E->n_cap, __builtin_popcount(nack_mask) + __builtin_popcount(mask));
 	expected_sum(c, 4, want);
-	for (unsigned int i = 0; i < c->count; i++) {
-		uint32_t w = htonl((uint32_t)want[i]);
-
-		memcpy(p + 4 * i, &w, 4);
-	}
+	fixed32_payload(p, want, c->count);
 	for (unsigned int k = 0; k < E->n_cap; k++) {
 		const struct tenv_frame *fr = &E->cap[k];
 		unsigned int r = fr->port;
-		size_t len;
 
 		if (cais_hdr_type((const struct cais_hdr *)(fr->data + CAIS_FRAME_HDR_OFF)) ==
 		    CAIS_TYPE_NACK) {
-			struct cais_fields want_f;
-
 			assert_true(((nack_mask >> r) & 1) && !((nacks >> r) & 1));
 			nacks |= 1u << r;
-			cais_data_fields(&want_f, nacked->tenant, nacked->session, nacked->tensor,
-					 nacked->seq, nacked->pool, (uint8_t)r, 0);
-			want_f.type = CAIS_TYPE_NACK;
-			tf_udp_headers(exp, &AGG, &H[r], CAIS_HDR_LEN);
-			cais_hdr_build((struct cais_hdr *)(exp + CAIS_FRAME_HDR_OFF), &want_f);
+			answer_frame(nack, nacked, r, CAIS_TYPE_NACK);
 			assert_int_equal(fr->len, CAIS_FRAME_OVERHEAD);
-			assert_memory_equal(fr->data, exp, CAIS_FRAME_OVERHEAD);
+			assert_memory_equal(fr->data, nack, CAIS_FRAME_OVERHEAD);
 			continue;
 		}
 		assert_true(((mask >> r) & 1) && !((results >> r) & 1));
 		results |= 1u << r;
-		len = result_frame(exp, c, r, CAIS_DT_FIXED32, p, 4u * c->count,
-				   (wait_mask >> r) & 1 ? CAIS_F_WAIT : 0);
-		assert_int_equal(fr->len, len);
-		if (memcmp(fr->data, exp, len) != 0)
-			fail_msg("seq %u: RESULT to rank %u differs (WAIT %s)", c->seq, r,
-				 (wait_mask >> r) & 1 ? "wanted" : "not wanted");
+		check_result(fr, c, CAIS_DT_FIXED32, p, 4u * c->count,
+			     (wait_mask >> r) & 1 ? CAIS_F_WAIT : 0);
 	}
 	tenv_clear(E);
 }
