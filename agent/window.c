@@ -419,15 +419,18 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
  * A NACK (E11): rounds after the chunk's completed while its own misses this
  * rank's DATA, which was lost (or the switch restarted and forgot it): it
  * goes again at once (retransmit_now()), not after the evidence of three
- * RESULTs that every rank would see. A NACK that comes within a configured
- * timer of the chunk's last transmission may have crossed it: ignored (the
- * switch NACKs again 2, 4, 8, ... rounds later).
+ * RESULTs that every rank would see. A chunk sent once goes at once
+ * whenever the NACK comes: its DATA went before those of the later rounds,
+ * on the same flow, so the NACK cannot have crossed it. A NACK that comes
+ * within a configured timer of a retransmission may have crossed that one:
+ * ignored (the switch NACKs again 2, 4, 8, ... rounds later).
  */
 static void
 handle_nack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 {
 	count(&w->st.nacks, 1);
-	if (e->unsent || now - e->t_sent < (uint64_t)w->conf.retx_timeout_us * 1000)
+	if (e->unsent ||
+	    (e->tries > 0 && now - e->t_sent < (uint64_t)w->conf.retx_timeout_us * 1000))
 		return;
 	if (e->acked) { /* the DATA it ACKed is gone: a restarted switch */
 		e->acked = false;

@@ -195,6 +195,7 @@ struct cais_metrics {
 	uint32_t wire_fallbacks;	  /**< BLOCK16 tensors sent as FIXED32 after a BAD_DTYPE */
 	double p50_us, p90_us, p99_us;	  /**< completion time percentiles, all collectives */
 	double fallback_rate;		  /**< fallback / collectives (alarm above 0.1) */
+	uint64_t nacks;			  /**< NACKs of chunks in flight: a DATA lost (E11) */
 };
 
 struct cais_comm;

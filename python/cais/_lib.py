@@ -115,7 +115,8 @@ class cais_metrics(ctypes.Structure):
                 ("p50_us", ctypes.c_double),
                 ("p90_us", ctypes.c_double),
                 ("p99_us", ctypes.c_double),
-                ("fallback_rate", ctypes.c_double)]
+                ("fallback_rate", ctypes.c_double),
+                ("nacks", ctypes.c_uint64)]
 
 
 class cais_join(ctypes.Structure):

@@ -465,11 +465,18 @@ lost=$(grep -o 'rx_loss [0-9]*' "$SWLOG.prev" | awk '{ print $2 }')
 # the session has loss_hints: a rank whose DATA was lost is told (E11)
 nacks=$(grep -o 'NACKs [0-9]*' "$SWLOG.prev" | tail -n 1 | awk '{ print $2 }')
 [ "${nacks:-0}" -gt 0 ] || case_fail "b: no NACK for a lost DATA (${nacks:-?})"
+# ... and the ranks count the NACKs they took for chunks in flight (cais_metrics.nacks)
+nacked=0
+for f in "$WORK"/b-*.h*.log; do
+	n=$(grep -o ' nacked [0-9]*' "$f" | tail -n 1 | awk '{ print $2 }')
+	nacked=$((nacked + ${n:-0}))
+done
+[ "$nacked" -gt 0 ] || case_fail "b: the ranks counted no NACK (cais_metrics.nacks)"
 in_net=0 total=0
 for f in "$WORK"/b-*.h1.log; do
 	in_net=$((in_net + $(field "$f" in_network))) total=$((total + $(field "$f" collectives)))
 done
-say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt and sent $nacks NACKs"
+say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt and sent $nacks NACKs; the ranks took $nacked for chunks in flight"
 case_end b
 
 # ====================================================================

@@ -70,6 +70,7 @@ main(void)
 	OFF(cais_metrics, p90_us);
 	OFF(cais_metrics, p99_us);
 	OFF(cais_metrics, fallback_rate);
+	OFF(cais_metrics, nacks);
 	SZ(cais_join);
 	OFF(cais_join, manager);
 	OFF(cais_join, key_file);

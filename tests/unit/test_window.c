@@ -375,9 +375,10 @@ t_evidence(void **state)
 
 /*
  * A NACK (E11): the chunk's DATA is missing from its round while later ones
- * completed: it goes again at once, beside the one probe of a timer; a NACK
- * within a timer of the chunk's last transmission may have crossed it, and
- * is ignored.
+ * completed: it goes again at once, beside the one probe of a timer, and a
+ * chunk sent once goes at once however soon the NACK comes; a NACK within a
+ * timer of the chunk's last retransmission may have crossed it, and is
+ * ignored.
  */
 static void
 t_nack(void **state)
@@ -385,6 +386,11 @@ t_nack(void **state)
 	struct fixture *f = *state;
 
 	send_chunks(f);
+	answer_at(f, 3, CAIS_TYPE_NACK, 0.1); /* sent once, 0.1 ms ago */
+	assert_int_equal(tx_at(f, 0.1), 1);
+	assert_memory_equal(f->last[3] + 12, "\0\0\0\3", 4);
+	answer_at(f, 3, CAIS_TYPE_NACK, 0.2); /* 0.1 ms after its retransmission */
+	assert_int_equal(tx_at(f, 0.2), 0);
 	assert_int_equal(tx_at(f, 1.1), 1); /* the probe: seq 0 */
 	assert_int_equal(tx_at(f, 1.2), 0); /* one probe a timer */
 	answer_at(f, 2, CAIS_TYPE_NACK, 1.3);
@@ -394,7 +400,7 @@ t_nack(void **state)
 	assert_int_equal(tx_at(f, 1.4), 0);
 	answer_at(f, 1, CAIS_TYPE_NACK, 1.5);
 	assert_int_equal(tx_at(f, 1.5), 1);
-	assert_int_equal(atomic_load(&f->retx), 3);
+	assert_int_equal(atomic_load(&f->retx), 4);
 }
 
 /*
