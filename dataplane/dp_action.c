@@ -46,9 +46,11 @@ fold(const struct dp_agg_ops *k, uint8_t op, int64_t *acc, const void *payload, 
  * older rounds get the RESULT with WAIT: it is no evidence that a DATA or
  * RESULT of theirs was lost, their DATA is in and waits for others. The
  * members missing from one of them get a NACK for it, when the complete
- * round is 2, 4, 8, ... of this lcore's rounds after it (a NACK or its
- * retransmission lost again gets another), so that the rank that must
- * retransmit does so at once, and only it.
+ * round is 2, 4, 8, ... of this lcore's rounds after it and the last NACKs
+ * of that round went DP_NACK_GAP_US before (a NACK or its retransmission
+ * lost again gets another; a rank not scheduled meanwhile is not sent one
+ * per doubling), so that the rank that must retransmit does so at once,
+ * and only it.
  *
  * pt->older bounds the open rounds' seqs from below: a new round older
  * than it lowers it, and a completion that finds no open round before its
@@ -61,25 +63,34 @@ round_open(const struct dp_slot *sl, uint32_t seq)
 	return (sl->state == DP_SLOT_OPEN || sl->state == DP_SLOT_UP) && sl->seq == seq;
 }
 
-/* A round of seq started on this lcore. */
+/* The round in sl started on this lcore: no NACK of it yet. */
 static inline void
-round_started(struct dp_session_part *pt, uint32_t seq)
+round_started(struct dp_session_part *pt, struct dp_slot *sl)
 {
+	uint32_t seq = sl->seq;
+
+	sl->t_nack = 0;
 	if (unlikely(!pt->started) || cais_seq_before(seq, pt->older)) {
 		pt->started = true;
 		pt->older = seq;
 	}
 }
 
-/* Whether this lcore's rounds y and seq (y before it) are 2, 4, 8, ... of its rounds apart. */
+/*
+ * Whether open round y (in sl) gets NACKs now that round seq completed:
+ * they are 2, 4, 8, ... of this lcore's rounds apart, and y's last NACKs
+ * went at least DP_NACK_GAP_US before.
+ */
 static inline bool
-nack_due(const struct dp_switch *sw, uint32_t y, uint32_t seq)
+nack_due(const struct dp_lcore *lc, const struct dp_slot *sl, uint32_t y, uint32_t seq)
 {
+	const struct dp_switch *sw = lc->sw;
 	uint32_t d = seq - y;
 
 	if (sw->n_lcores > 1)
 		d = rte_reciprocal_divide(d, sw->lc_div);
-	return d >= 2 && (d & (d - 1)) == 0;
+	return d >= 2 && (d & (d - 1)) == 0 &&
+	       (sl->t_nack == 0 || lc->now - sl->t_nack >= sw->hz / 1000000 * DP_NACK_GAP_US);
 }
 
 /* NACK every member that open round sl (n members) misses. */
@@ -108,7 +119,7 @@ older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 		wait[w] = 0;
 	for (uint32_t y = pt->older; cais_seq_before(y, seq); y++) {
 		unsigned int si;
-		const struct dp_slot *sl;
+		struct dp_slot *sl;
 
 		if (++steps > DP_WAIT_SCAN)
 			return false;
@@ -123,8 +134,10 @@ older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 		open = true;
 		for (unsigned int w = 0; w < DP_SEEN_WORDS; w++)
 			wait[w] |= sl->seen[w];
-		if (nack && sl->state == DP_SLOT_OPEN && nack_due(lc->sw, y, seq))
+		if (nack && sl->state == DP_SLOT_OPEN && nack_due(lc, sl, y, seq)) {
 			nack_missing(lc, s, sl);
+			sl->t_nack = lc->now;
+		}
 	}
 	if (!open) {
 		pt->older = seq + 1; /* none before it is open, and it is complete */
@@ -209,7 +222,7 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 		sl->t_start = lc->now;
 		sl->out = t->wire;
 		if (s->loss_hints)
-			round_started(pt, sl->seq);
+			round_started(pt, sl);
 		sl->ovf = k->load(acc, payload, count) | leaf_ovf;
 		break;
 	case DP_V_ADD:

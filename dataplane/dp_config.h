@@ -138,6 +138,14 @@
 #define DP_WAIT_SCAN 256u
 
 /**
+ * NACKs of one open round (E11) go at most this often: a rank that is not
+ * scheduled reads them all at once when it runs, and one is enough. The
+ * agent's default timer, within which it ignores a NACK of a chunk it just
+ * sent again (agent/window.c handle_nack()).
+ */
+#define DP_NACK_GAP_US 500u
+
+/**
  * Default thresholds (thresholds.set changes them): session.add is refused
  * beyond this share of the slot capacity (all of it), and RESULTs carry
  * CONGESTED while more packets than this wait for an lcore (half its RX ring).

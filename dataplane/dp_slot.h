@@ -55,7 +55,10 @@ struct dp_slot {
 	uint8_t dtype;	 /**< its contributions' dtype, CAIS_DT_* (PARTIAL64 from leaves, E9) */
 	uint8_t out;	 /**< its RESULT's: the tensor's wire dtype (the caller sets it) */
 	uint64_t t_start;	      /**< TSC of the round's first DATA */
-	uint64_t t_up;		      /**< TSC of its partial's last send up (DP_SLOT_UP) */
+	union {
+		uint64_t t_up;	 /**< DP_SLOT_UP: TSC of its partial's last send up */
+		uint64_t t_nack; /**< DP_SLOT_OPEN: TSC of its last NACKs, 0: none (E11) */
+	};
 	uint64_t seen[DP_SEEN_WORDS]; /**< bitmap of ranks counted */
 } __attribute__((aligned(64)));
 

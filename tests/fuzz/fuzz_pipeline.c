@@ -518,8 +518,9 @@ model_lcore(const struct msession *s, uint32_t seq)
  * E11 for the round sl completing: the ranks counted in an open round
  * before it on its lcore (WAIT is allowed on their RESULTs; the switch
  * leaves it out where the rounds before are more than it scans), and with
- * nack, NACK records (optional: the same bound) to the ranks missing from
- * such a round 2, 4, 8, ... of the lcore's rounds before it. @return the ranks.
+ * nack, NACK records (optional: the same bound, and at most one a
+ * DP_NACK_GAP_US per round) to the ranks missing from such a round 2, 4,
+ * 8, ... of the lcore's rounds before it. @return the ranks.
  */
 static uint8_t
 model_older(const struct msession *s, const struct mslot *sl, unsigned int frame, bool nack)

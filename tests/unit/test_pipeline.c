@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -535,10 +536,11 @@ expect_completion(const struct chunk *c, uint32_t mask, uint32_t wait_mask,
  * WAIT and NACK (E11), in session (1, sess). Rank 3's DATA of seq 500 is
  * lost: with loss_hints, rounds 501.. that complete meanwhile carry WAIT to
  * ranks 0-2 (their DATA of 500 is in) and not to rank 3, and rank 3 gets a
- * NACK of 500 when round 502 and round 504 complete (2 and 4 rounds later).
- * A RESULT sent again into a complete round carries WAIT the same way. Once
- * 500 completes, nothing waits; nor after a round was abandoned. Without
- * loss_hints, none of it (the RESULTs of PROTOCOL.md).
+ * NACK of 500 when round 502 completes (2 rounds later), none when 504 does
+ * (4 later, but within DP_NACK_GAP_US of the first), and another when 508
+ * does, after that gap. A RESULT sent again into a complete round carries
+ * WAIT the same way. Once 500 completes, nothing waits; nor after a round
+ * was abandoned. Without loss_hints, none of it (the RESULTs of PROTOCOL.md).
  */
 static void
 wait_nack(unsigned int sess, bool hints)
@@ -551,11 +553,13 @@ wait_nack(unsigned int sess, bool hints)
 		send_data(&c500, r, NULL, 0);
 	expect_nothing();
 	c = c500;
-	for (uint32_t seq = 501; seq <= 505; seq++) {
+	for (uint32_t seq = 501; seq <= 508; seq++) {
+		if (seq == 505)
+			usleep(DP_NACK_GAP_US + 200);
 		c.seq = seq;
 		for (unsigned int r = 0; r < 4; r++)
 			send_data(&c, r, NULL, 0);
-		expect_completion(&c, 0xF, w, &c500, hints && (seq == 502 || seq == 504) ? 0x8 : 0);
+		expect_completion(&c, 0xF, w, &c500, hints && (seq == 502 || seq == 508) ? 0x8 : 0);
 	}
 	assert_int_equal(E->sw->lcores[0].c.nacks - nacks0, hints ? 2 : 0);
 	/* a lost RESULT of 503: rank 1's comes again with WAIT, rank 3's without */
@@ -567,14 +571,14 @@ wait_nack(unsigned int sess, bool hints)
 	/* rank 3's retransmission completes 500: no round before it is open */
 	send_data(&c500, 3, NULL, CAIS_F_RETX);
 	expect_completion(&c500, 0xF, 0, &c500, 0);
-	c.seq = 506;
+	c.seq = 509;
 	for (unsigned int r = 0; r < 4; r++)
 		send_data(&c, r, NULL, 0);
 	expect_completion(&c, 0xF, 0, &c500, 0);
-	/* 507 opened, then abandoned: 523 (507 + 2 x 8) takes its slot and set */
-	c.seq = 507;
+	/* 510 opened, then abandoned: 526 (510 + 2 x 8) takes its slot and set */
+	c.seq = 510;
 	send_data(&c, 0, NULL, 0);
-	c.seq = 523;
+	c.seq = 526;
 	for (unsigned int r = 0; r < 4; r++)
 		send_data(&c, r, NULL, 0);
 	expect_completion(&c, 0xF, 0, &c500, 0);
