@@ -63,32 +63,6 @@ round_open(const struct dp_slot *sl, uint32_t seq)
 	return (sl->state == DP_SLOT_OPEN || sl->state == DP_SLOT_UP) && sl->seq == seq;
 }
 
-/* Session s (tensor key) started round seq on this lcore: its newest, for dp_lcore_tails(). */
-static inline void
-tail_note(struct dp_lcore *lc, const struct dp_session *s, uint64_t key, uint32_t seq)
-{
-	struct dp_tail *e = NULL;
-
-	for (unsigned int i = 0; i < DP_TAILS; i++) {
-		if (lc->tails[i].used && lc->tails[i].s == s) {
-			e = &lc->tails[i];
-			break;
-		}
-		if (!e && !lc->tails[i].used)
-			e = &lc->tails[i];
-	}
-	if (!e) {
-		e = &lc->tails[lc->tail_next];
-		lc->tail_next = (lc->tail_next + 1) % DP_TAILS;
-	} else if (e->used && e->s == s && cais_seq_before(seq, e->seq)) {
-		return; /* an older round again: the newest stays */
-	}
-	e->used = true;
-	e->s = s;
-	e->key = key;
-	e->seq = seq;
-}
-
 /* The round in sl started on this lcore: no NACK of it yet. */
 static inline void
 round_started(struct dp_session_part *pt, struct dp_slot *sl)
@@ -131,41 +105,6 @@ nack_missing(struct dp_lcore *lc, const struct dp_session *s, const struct dp_sl
 		for (; miss; miss &= miss - 1)
 			dp_reply_nack(lc, s, sl, w * 64 + (unsigned int)__builtin_ctzll(miss));
 	}
-}
-
-bool
-dp_action_tail(struct dp_lcore *lc, const struct dp_session *s, uint32_t seq)
-{
-	const struct dp_switch *sw = lc->sw;
-	struct dp_session_part *pt = &s->part[lc->idx];
-	const uint64_t gap = sw->hz / 1000000 * DP_NACK_GAP_US;
-	bool open = false;
-
-	for (unsigned int k = 0; k < DP_TAIL_ROUNDS; k++) {
-		uint32_t y = seq - k * sw->n_lcores;
-		unsigned int si;
-		struct dp_slot *sl;
-		uint64_t since, wait;
-
-		if (k && cais_seq_before(y, pt->older))
-			break; /* none before it is open */
-		if (dp_slot_of(sw, cais_slot_field(y, s->pool), &si) != lc->idx)
-			continue;
-		sl = &pt->slots[si];
-		if (!round_open(sl, y))
-			continue;
-		open = true;
-		if (sl->state != DP_SLOT_OPEN)
-			continue; /* a leaf's partial is up: the spine's answer is what it waits for */
-		/* first a gap after its first DATA, then as long again as it has waited */
-		since = sl->t_nack ? sl->t_nack : sl->t_start;
-		wait = sl->t_nack && sl->t_nack - sl->t_start > gap ? sl->t_nack - sl->t_start : gap;
-		if (lc->now - since >= wait) {
-			nack_missing(lc, s, sl);
-			sl->t_nack = lc->now;
-		}
-	}
-	return open;
 }
 
 /* older_open() past its fast path: the rounds from pt->older up to seq looked at. */
@@ -282,10 +221,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 			kept_free(lc, kept, s->keep);
 		sl->t_start = lc->now;
 		sl->out = t->wire;
-		if (s->loss_hints) {
+		if (s->loss_hints)
 			round_started(pt, sl);
-			tail_note(lc, s, t->key, sl->seq);
-		}
 		sl->ovf = k->load(acc, payload, count) | leaf_ovf;
 		break;
 	case DP_V_ADD:

@@ -146,19 +146,6 @@
 #define DP_NACK_GAP_US 500u
 
 /**
- * A collective's last rounds (E11, dp_lcore_tails()): no later round will
- * complete to tell a rank that its DATA of one of them was lost. Each lcore
- * remembers the newest round of DP_TAILS sessions with loss_hints, and at
- * most every DP_NACK_GAP_US / 2, on a poll that brought nothing, looks at
- * that round and the DP_TAIL_ROUNDS - 1 of its rounds before it: one still
- * open DP_NACK_GAP_US after its first DATA gets NACKs to its missing
- * members, again each time it has waited as long again since the last
- * (0.5, 1, 2, 4, ... ms: a rank that is only slow gets a few).
- */
-#define DP_TAILS       4u
-#define DP_TAIL_ROUNDS 4u
-
-/**
  * Default thresholds (thresholds.set changes them): session.add is refused
  * beyond this share of the slot capacity (all of it), and RESULTs carry
  * CONGESTED while more packets than this wait for an lcore (half its RX ring).

@@ -191,22 +191,6 @@ idle(struct dp_lcore *lc, unsigned int empty)
 	lc->c.idle_tsc += rte_rdtsc() - t0;
 }
 
-void
-dp_lcore_tails(struct dp_lcore *lc, uint64_t now)
-{
-	lc->now = now;
-	for (unsigned int i = 0; i < DP_TAILS; i++) {
-		struct dp_tail *e = &lc->tails[i];
-		const struct dp_tensor *t;
-
-		if (!e->used)
-			continue;
-		t = dp_tensor_lookup(&lc->sw->tables, e->key);
-		if (!t || t->s != e->s || !dp_action_tail(lc, t->s, e->seq))
-			e->used = false; /* deleted, or nothing open: done */
-	}
-}
-
 /* Whether PMDs tell every RX queue's occupancy (else queue_depth() estimates it). */
 static bool
 rx_count_ok(const struct dp_lcore *lc)
@@ -223,7 +207,6 @@ dp_lcore_run(void *arg)
 	struct dp_lcore *lc = arg;
 	struct dp_switch *sw = lc->sw;
 	const uint64_t period = sw->hz * DP_PERIODIC_US / 1000000;
-	const uint64_t tails = sw->hz / 1000000 * DP_NACK_GAP_US / 2;
 	uint64_t next = rte_rdtsc() + period;
 	unsigned int iter = 0, empty = 0;
 
@@ -239,14 +222,6 @@ dp_lcore_run(void *arg)
 		queue_depth(lc, full, ++iter);
 		if (lc->ring)
 			got += poll_handoffs(lc);
-		if (!got) { /* the tails' NACKs wait for a poll that brought nothing */
-			uint64_t now = rte_rdtsc();
-
-			if ((int64_t)(now - lc->tails_tsc) >= 0) {
-				lc->tails_tsc = now + tails;
-				dp_lcore_tails(lc, now);
-			}
-		}
 		dp_lcore_flush(lc);
 		dp_rcu_quiescent(sw->rcu, lc->idx);
 		empty = got ? 0 : empty < DP_IDLE_SPIN + 32 ? empty + 1 : empty;

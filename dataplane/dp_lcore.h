@@ -27,7 +27,6 @@
 #include "dp_config.h"
 #include "dp_parse.h"
 
-struct dp_session;
 struct dp_switch;
 struct dp_tensor;
 struct rte_mbuf;
@@ -74,14 +73,6 @@ struct dp_rl {
 	uint64_t last;	 /**< TSC of the last refill; 0: never used */
 };
 
-/** The newest round a session with loss_hints started on an lcore (dp_lcore_tails()). */
-struct dp_tail {
-	bool used;
-	uint32_t seq;  /**< the round */
-	uint64_t key;  /**< its tensor's dp_tensor_key(): the session is looked up again */
-	const struct dp_session *s; /**< the session, only compared: it may be gone */
-};
-
 /** One data lcore. */
 struct dp_lcore {
 	struct dp_switch *sw;
@@ -112,9 +103,6 @@ struct dp_lcore {
 	uint32_t full_streak;		     /**< consecutive polls that filled every burst */
 	bool rx_count_ok;		     /**< the PMD reports RX queue occupancy */
 	uint64_t loss_rng;		     /**< --rx-loss's xorshift64 state */
-	struct dp_tail tails[DP_TAILS];	     /**< dp_lcore_tails() */
-	unsigned int tail_next;		     /**< the entry a new session takes when all are used */
-	uint64_t tails_tsc;		     /**< TSC of the next dp_lcore_tails() in the poll loop */
 	struct dp_lcore_counters c;
 	struct dp_port_counters port[DP_MAX_PORTS];
 	struct dp_rl rl[DP_RL_ENTRIES];	    /**< REJECT budgets */
@@ -138,15 +126,5 @@ void dp_lcore_flush(struct dp_lcore *lc);
 
 /** Whether rounds may keep DATA now (DP_KEEP_*): the packet pool half free, sw->no_keep off. */
 void dp_lcore_keep_check(struct dp_lcore *lc);
-
-/**
- * NACKs of the collectives' last rounds (docs/PROTOCOL.md E11, DP_TAILS):
- * for each session's newest round here, that round and the DP_TAIL_ROUNDS - 1
- * before it that are still open get NACKs to their missing members when
- * due; a session none of whose rounds is open any more is forgotten. The
- * poll loop calls it on a poll that brought nothing, at most every
- * DP_NACK_GAP_US / 2 (inside the RCU read side); tests call it directly.
- */
-void dp_lcore_tails(struct dp_lcore *lc, uint64_t now);
 
 #endif /* DP_LCORE_H */

@@ -72,13 +72,6 @@ void dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_ten
 void dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t,
 		      unsigned int si);
 
-/**
- * dp_lcore_tails() for session s, whose newest round on this lcore is seq:
- * NACKs of it and its DP_TAIL_ROUNDS - 1 rounds before, where due (E11).
- * @return whether one of those rounds is still open
- */
-bool dp_action_tail(struct dp_lcore *lc, const struct dp_session *s, uint32_t seq);
-
 /* ---- dp_reply.c: RESULT and REJECT ---- */
 
 /**

@@ -597,96 +597,6 @@ t_wait_nack(void **state)
 	wait_nack(2, true);
 }
 
-/* dp_lcore_tails() at TSC now, and what it sent flushed to the capture. */
-static void
-tails_at(uint64_t now)
-{
-	struct dp_lcore *lc = &E->sw->lcores[0];
-
-	dp_lcore_tails(lc, now);
-	dp_lcore_flush(lc);
-}
-
-/* Exactly one NACK each of 599 to rank 2 and of 600 to rank 3, in any order; clears. */
-static void
-expect_tail_nacks(const struct chunk *c599, const struct chunk *c600)
-{
-	uint8_t want[CAIS_FRAME_OVERHEAD];
-
-	assert_int_equal(E->n_cap, 2);
-	assert_int_not_equal(E->cap[0].port, E->cap[1].port);
-	for (unsigned int k = 0; k < 2; k++) {
-		unsigned int r = E->cap[k].port;
-
-		assert_true(r == 2 || r == 3);
-		answer_frame(want, r == 2 ? c599 : c600, r, CAIS_TYPE_NACK);
-		assert_int_equal(E->cap[k].len, CAIS_FRAME_OVERHEAD);
-		assert_memory_equal(E->cap[k].data, want, CAIS_FRAME_OVERHEAD);
-	}
-	tenv_clear(E);
-}
-
-/*
- * A collective's last rounds (E11, dp_lcore_tails()): rank 3's DATA of seq
- * 600, the newest round, and rank 2's of 599 are lost, and no later round
- * will complete to tell. With loss_hints each gets a NACK once its round
- * has been open DP_NACK_GAP_US (not before), and the next only after as
- * long as the round had waited then. Once they complete, the session is
- * forgotten. Without loss_hints, nothing. The times are given, not slept:
- * t_start lies between tb and ta.
- */
-static void
-tail_nack(unsigned int sess, bool hints)
-{
-	const uint64_t gap = E->sw->hz / 1000000 * DP_NACK_GAP_US;
-	struct chunk c599 = {1, (uint16_t)sess, 1, 599, 8, 64}, c600 = c599;
-	uint64_t nacks0 = E->sw->lcores[0].c.nacks, tb, ta, t1;
-
-	c600.seq = 600;
-	tb = rte_rdtsc();
-	for (unsigned int r = 0; r < 4; r++)
-		if (r != 2)
-			send_data(&c599, r, NULL, 0);
-	for (unsigned int r = 0; r < 3; r++)
-		send_data(&c600, r, NULL, 0);
-	ta = rte_rdtsc();
-	expect_nothing();
-	tails_at(tb + gap / 2);
-	expect_nothing(); /* open for less than the gap */
-	tails_at(ta + 4 * gap); /* the first: the rounds waited 4 gaps (to ta + 4 x gap - tb) */
-	if (hints)
-		expect_tail_nacks(&c599, &c600);
-	expect_nothing();
-	t1 = ta + 4 * gap;
-	tails_at(t1 + 2 * gap);
-	expect_nothing(); /* more than a gap since, but less than the 4 it had waited */
-	tails_at(t1 + 4 * gap + (ta - tb));
-	if (hints)
-		expect_tail_nacks(&c599, &c600);
-	expect_nothing();
-	assert_int_equal(E->sw->lcores[0].c.nacks - nacks0, hints ? 4 : 0);
-	send_data(&c599, 2, NULL, CAIS_F_RETX);
-	expect_completion(&c599, 0xF, 0, &c599, 0);
-	send_data(&c600, 3, NULL, CAIS_F_RETX);
-	expect_completion(&c600, 0xF, 0, &c600, 0);
-	tails_at(t1 + 16 * gap);
-	expect_nothing();
-	for (unsigned int i = 0; i < DP_TAILS; i++)
-		assert_false(E->sw->lcores[0].tails[i].used);
-}
-
-static void
-t_tail_nack(void **state)
-{
-	(void)state;
-	tail_nack(1, false); /* the setup's session: no loss_hints */
-	session_extra = "\"loss_hints\":1,";
-	session(1, 2, 4, 8, 64);
-	session_extra = NULL;
-	tensor(1, 2, 1, "sum");
-	tail_nack(2, true);
-}
-
 /* Older seqs on a (slot, set) are stale: dropped, counted, never answered. */
 static void
 t_stale(void **state)
@@ -2166,7 +2076,6 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_ack_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_nack, setup, teardown),
-	    cmocka_unit_test_setup_teardown(t_tail_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wrap_alternation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_saturation, setup, teardown),
