@@ -47,6 +47,8 @@ WIRES=fixed32
 THREADS=1
 IDLE_SLEEP=""
 LOSS=0
+LOSS_UP=
+LOSS_DOWN=
 SLOTS=64
 ELEMS=2048
 SCALE=1024
@@ -56,7 +58,7 @@ usage() {
 	cat <<EOF
 Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W]
             [--warm-iters K] [--dtype f32|bf16] [--wires LIST] [--threads K]
-            [--idle-sleep-us US] [--loss P]
+            [--idle-sleep-us US] [--loss P] [--loss-up P] [--loss-down P]
             [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--bound-s S] [--quick] [--help]
 
 The end-to-end benchmark (needs root): for every rank count N of LIST, a
@@ -96,6 +98,8 @@ writes CSV.
                    the data network, so that a lost segment of a line-up
                    does not start ranks 200 ms apart (the TCP baselines get
                    it too)
+  --loss-up P      the share lost on the way to the switch only (default: --loss)
+  --loss-down P    the share lost on the way into the hosts only (default: --loss)
   --csv FILE       write the figures as CSV
   --no-mpi         leave out the MPI baseline (also when OpenMPI is missing:
                    scripts/install-deps.sh --bench installs it)
@@ -134,7 +138,8 @@ usage_error() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--ranks | --min-bytes | --max-bytes | --iters | --warmup | --warm-iters | --build | --csv | \
-		--dtype | --wires | --threads | --idle-sleep-us | --loss | --bound-s)
+		--dtype | --wires | --threads | --idle-sleep-us | --loss | --loss-up | --loss-down | \
+		--bound-s)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
 		--ranks) RANKS=$2 ;;
@@ -150,6 +155,8 @@ while [ $# -gt 0 ]; do
 		--threads) THREADS=$2 ;;
 		--idle-sleep-us) IDLE_SLEEP=$2 ;;
 		--loss) LOSS=$2 ;;
+		--loss-up) LOSS_UP=$2 ;;
+		--loss-down) LOSS_DOWN=$2 ;;
 		--bound-s) BOUND_S=$2 ;;
 		esac
 		shift 2
@@ -194,8 +201,12 @@ case "$DTYPE" in f32 | bf16) ;; *) usage_error "--dtype '$DTYPE': f32 or bf16" ;
 IFS=, read -r -a WIRE_LIST <<<"$WIRES"
 case "$THREADS" in 1 | 2 | 4 | 8 | 16) ;; *) usage_error "--threads '$THREADS': 1, 2, 4, 8 or 16" ;; esac
 [ -z "$IDLE_SLEEP" ] || [[ "$IDLE_SLEEP" =~ ^[0-9]{1,6}$ ]] || usage_error "--idle-sleep-us '$IDLE_SLEEP': microseconds"
-[[ "$LOSS" =~ ^[0-9]{1,2}$ ]] && [ "$LOSS" -le 50 ] || usage_error "--loss '$LOSS': a percentage, 0..50"
-[ "$LOSS" -eq 0 ] || command -v nft >/dev/null || die "--loss needs nft (nftables)"
+for v in "--loss:$LOSS" "--loss-up:${LOSS_UP:-0}" "--loss-down:${LOSS_DOWN:-0}"; do
+	[[ "${v#*:}" =~ ^[0-9]{1,2}$ ]] && [ "${v#*:}" -le 50 ] ||
+		usage_error "${v%%:*} '${v#*:}': a percentage, 0..50"
+done
+LOSS_UP=${LOSS_UP:-$LOSS} LOSS_DOWN=${LOSS_DOWN:-$LOSS}
+[ "$LOSS_DOWN" -eq 0 ] || command -v nft >/dev/null || die "--loss needs nft (nftables)"
 [ -n "$BOUND_S" ] || BOUND_S=${QUICK_BOUND:-1200}
 [[ "$BOUND_S" =~ ^[0-9]{1,5}$ ]] && [ "$BOUND_S" -ge 10 ] || usage_error "--bound-s '$BOUND_S': seconds, at least 10"
 # timeout(1)'s backstop behind watch_pids' bound
@@ -479,8 +490,8 @@ if [ -n "$CSV" ]; then
 	} >"$CSV"
 fi
 SUMMARY=()
-SW_LOSS=() # --loss: the switch drops that share of what it receives (the way up)
-[ "$LOSS" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS")
+SW_LOSS=() # --loss, --loss-up: the switch drops that share of what it receives (the way up)
+[ "$LOSS_UP" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS_UP")
 CTL_ADDR="127.0.0.1:$((20000 + $$ % 30000))"
 for n in "${RANK_LIST[@]}"; do
 	say "$n ranks: testbed $NAME ($n hosts), cais-switch, $DTYPE, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up; testbed warm-up: $WARM_ITERS), ways: ${COLS[*]}"
@@ -488,11 +499,11 @@ for n in "${RANK_LIST[@]}"; do
 	bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$n" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 		{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
 	eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
-	if [ "$LOSS" -gt 0 ]; then # the tables go with the namespaces
+	if [ "$LOSS_UP" -gt 0 ] || [ "$LOSS_DOWN" -gt 0 ]; then # the tables go with the namespaces
 		for ((i = 1; i <= n; i++)); do
 			ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<NFT || die "nft: the loss rules on host $i"
 table inet cais_e2e_loss {
-	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS drop; }
+	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS_DOWN drop; }
 }
 NFT
 			# a lost TCP segment costs Linux's minimum RTO, 200 ms: the line-ups
@@ -503,7 +514,7 @@ NFT
 			[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
 				die "host $i: rto_min on its route to the data network"
 		done
-		say "    $LOSS% loss both ways on every host: into the switch (its --rx-loss), into each host (nftables); TCP rto_min 5 ms on the data network"
+		say "    loss on every host: $LOSS_UP% into the switch (its --rx-loss), $LOSS_DOWN% into each host (nftables); TCP rto_min 5 ms on the data network"
 	fi
 	cb_members "$n" "$PORT" "$THREADS"
 	# tensor 1: FIXED32 at scale SCALE; tensor 2: BLOCK16 (E4: its scale is the floor)
