@@ -1310,9 +1310,9 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 		       ", error checks %" PRIu64 " max %.2e, tensors disabled %u, wire fallbacks %u,"
 		       " p50 %.0f us p90 %.0f us p99 %.0f us\n",
 		       m.collectives, m.in_network, m.fallback_rate, m.errors, m.chunks_sent,
-		       m.retransmissions, m.acks, m.nacks, m.results_ignored, m.peer_chunks, m.peer_chunks_served,
-		       m.congested, m.error_checks, m.max_rel_error, m.tensors_disabled,
-		       m.wire_fallbacks, m.p50_us, m.p90_us, m.p99_us);
+		       m.retransmissions, m.acks, m.nacks, m.results_ignored, m.peer_chunks,
+		       m.peer_chunks_served, m.congested, m.error_checks, m.max_rel_error,
+		       m.tensors_disabled, m.wire_fallbacks, m.p50_us, m.p90_us, m.p99_us);
 	fflush(stdout);
 }
 
