@@ -189,6 +189,13 @@ ag_window_fd(const struct ag_window *w)
 
 /* ---- the timer ---- */
 
+/* The configured timer (ns): the RTO's floor, and how long a sent chunk is left alone. */
+static inline uint64_t
+retx_floor(const struct ag_window *w)
+{
+	return (uint64_t)w->conf.retx_timeout_us * 1000;
+}
+
 /*
  * The retransmission timer after tries retransmissions: the RTT estimate
  * (it learns how long rounds wait for other ranks, see handle_result();
@@ -200,7 +207,7 @@ ag_window_fd(const struct ag_window *w)
 static uint64_t
 rto(const struct ag_window *w, unsigned int tries)
 {
-	uint64_t floor_ns = (uint64_t)w->conf.retx_timeout_us * 1000;
+	uint64_t floor_ns = retx_floor(w);
 	uint64_t cap = (uint64_t)AG_RETX_CAP_US * 1000, max = (uint64_t)AG_RTO_MAX_US * 1000;
 	uint64_t first_ns = (uint64_t)w->conf.first_timeout_us * 1000;
 	uint64_t t = w->srtt ? w->srtt + 4 * w->rttvar : first_ns;
@@ -429,8 +436,7 @@ static void
 handle_nack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 {
 	count(&w->st.nacks, 1);
-	if (e->unsent ||
-	    (e->tries > 0 && now - e->t_sent < (uint64_t)w->conf.retx_timeout_us * 1000))
+	if (e->unsent || (e->tries > 0 && now - e->t_sent < retx_floor(w)))
 		return;
 	if (e->acked) { /* the DATA it ACKed is gone: a restarted switch */
 		e->acked = false;
@@ -680,8 +686,7 @@ static bool
 loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
 {
 	return w->results - e->res_mark >= LOSS_EVIDENCE && w->cleared &&
-	       cais_seq_before(e->seq, w->clear_seq) &&
-	       now - e->t_sent >= (uint64_t)w->conf.retx_timeout_us * 1000;
+	       cais_seq_before(e->seq, w->clear_seq) && now - e->t_sent >= retx_floor(w);
 }
 
 /*

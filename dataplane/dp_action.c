@@ -38,6 +38,13 @@ fold(const struct dp_agg_ops *k, uint8_t op, int64_t *acc, const void *payload, 
 	return k->sum(acc, payload, count);
 }
 
+/* Whether us microseconds have passed since TSC t, at this burst's time. */
+static inline bool
+elapsed_us(const struct dp_lcore *lc, uint64_t t, unsigned int us)
+{
+	return lc->now - t >= lc->sw->hz / 1000000 * us;
+}
+
 /*
  * WAIT and NACK (docs/PROTOCOL.md E11). A round that completes while older
  * rounds are still open on this lcore means that a rank's DATA of each of
@@ -90,7 +97,7 @@ nack_due(const struct dp_lcore *lc, const struct dp_slot *sl, uint32_t y, uint32
 	if (sw->n_lcores > 1)
 		d = rte_reciprocal_divide(d, sw->lc_div);
 	return d >= 2 && (d & (d - 1)) == 0 &&
-	       (sl->t_nack == 0 || lc->now - sl->t_nack >= sw->hz / 1000000 * DP_NACK_GAP_US);
+	       (sl->t_nack == 0 || elapsed_us(lc, sl->t_nack, DP_NACK_GAP_US));
 }
 
 /* NACK every member that open round sl (n members) misses. */
@@ -233,7 +240,7 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 		sc->duplicates++;
 		if (!(h->flags & CAIS_F_RETX))
 			return dp_drop(lc, m, DP_DROP_DUPLICATE);
-		if (lc->now - sl->t_up >= sw->hz / 1000000 * DP_UPLINK_RESEND_US) {
+		if (elapsed_us(lc, sl->t_up, DP_UPLINK_RESEND_US)) {
 			struct rte_mbuf *up = rte_pktmbuf_alloc(sw->pool);
 
 			if (unlikely(!up)) {
@@ -338,7 +345,7 @@ dp_action_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor
 		pt->c.up_rejects++;
 		return dp_reply_reject_members(lc, s, sl, m);
 	case CAIS_TYPE_NACK: /* the partial was lost on its way up (E11): again, in m */
-		if (lc->now - sl->t_up >= lc->sw->hz / 1000000 * DP_UPLINK_RESEND_US) {
+		if (elapsed_us(lc, sl->t_up, DP_UPLINK_RESEND_US)) {
 			sl->t_up = lc->now;
 			return dp_reply_uplink(lc, s, sl, pt->acc + (size_t)si * s->elems, m, true);
 		}
