@@ -100,6 +100,8 @@ print_totals(FILE *f, const json_t *o)
 		fprintf(f, ", ACKs %" JSON_INTEGER_FORMAT, geti(o, "acks"));
 	if (json_object_get(o, "nacks"))
 		fprintf(f, ", NACKs %" JSON_INTEGER_FORMAT, geti(o, "nacks"));
+	if (json_object_get(o, "queries"))
+		fprintf(f, ", QUERYs %" JSON_INTEGER_FORMAT, geti(o, "queries"));
 	print_percentiles(f, ", ", json_object_get(o, "completion_us"));
 	fprintf(f,
 		"\n  L2: forwarded %" JSON_INTEGER_FORMAT ", flooded %" JSON_INTEGER_FORMAT

@@ -11,7 +11,8 @@
  * takes the slot of an open one frees what that one kept. Anything else is
  * dropped. In a session with loss_hints, a round that completes while older
  * ones wait on this lcore marks the RESULTs of their members WAIT and NACKs
- * the ranks they miss (docs/PROTOCOL.md E11, older_open()).
+ * the ranks they miss (docs/PROTOCOL.md E11, older_open()). A QUERY (E12)
+ * changes nothing: the slot's state answers it (query()).
  *
  * A leaf (a session with an uplink, docs/PROTOCOL.md E9) sends a complete
  * round's partial sum up instead (DP_SLOT_UP) and completes it on the
@@ -177,6 +178,96 @@ older_open(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 	return older_scan(lc, s, pt, seq, wait, nack);
 }
 
+/*
+ * The stored RESULT of complete round sl again, to member r in DATA m (its
+ * retransmission or QUERY), with WAIT where an older open round has r.
+ */
+static void
+resend(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
+       const struct dp_slot *sl, const int64_t *acc, struct rte_mbuf *m, uint8_t r)
+{
+	uint64_t wait[DP_SEEN_WORDS];
+	bool any = older_open(lc, s, pt, sl->seq, wait, false);
+
+	pt->c.resends++;
+	dp_reply_resend(lc, s, sl, acc, m, r, any && ((wait[r >> 6] >> (r & 63)) & 1u));
+}
+
+/*
+ * A QUERY found member r's DATA of seq in its open round (E12): r's DATA of
+ * the older rounds of the same flow (seqs equal to seq modulo the member's
+ * flows, E7) left before it, on the same path. Each such round open on this
+ * lcore that misses r lost it: r gets a NACK for it. The rounds from
+ * pt->older (the oldest that may be open) are looked at, DP_WAIT_SCAN at
+ * most, the newest.
+ */
+static void
+query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
+	    uint32_t seq, uint8_t r)
+{
+	uint32_t k = s->members[r].n_ports, y = pt->older;
+
+	if (seq - y > DP_WAIT_SCAN)
+		y = seq - DP_WAIT_SCAN;
+	y += (seq - y) % k; /* the first of the flow's seqs */
+	for (; cais_seq_before(y, seq); y += k) {
+		unsigned int si;
+		const struct dp_slot *sl;
+
+		if (dp_slot_of(lc->sw, cais_slot_field(y, s->pool), &si) != lc->idx)
+			continue; /* another lcore's round */
+		sl = &pt->slots[si];
+		if (sl->state == DP_SLOT_OPEN && sl->seq == y && !dp_slot_seen(sl, r))
+			dp_reply_nack(lc, s, sl, r);
+	}
+}
+
+/*
+ * A QUERY (docs/PROTOCOL.md E12): is member r's DATA of seq in? It left
+ * after that DATA on the same flow, so the round's state answers, once per
+ * QUERY, within the sender's ACK budget: a NACK when the DATA is not in (no
+ * round of seq yet, or one that misses r: it was lost), an ACK when it is
+ * and the round waits (with loss_hints, and NACKs of r's older rounds that
+ * miss it, query_older()), the stored RESULT when the round is complete.
+ * A stale or inconsistent QUERY is dropped, as its DATA would be. Nothing
+ * is added nor changed.
+ */
+static void
+query(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, unsigned int si)
+{
+	struct dp_session *s = t->s;
+	struct dp_session_part *pt = &s->part[lc->idx];
+	const struct cais_hdr *h = dp_mbuf_cais(m);
+	const struct dp_slot *sl = &pt->slots[si];
+	uint8_t r = dp_member_of(s, h->rank);
+	uint32_t seq = rte_be_to_cpu_32(h->seq);
+	enum dp_verdict v =
+	    dp_slot_query(sl, seq, t->tensor, r, rte_be_to_cpu_16(h->count), h->dtype);
+
+	lc->c.queries++;
+	if (v == DP_V_STALE) {
+		pt->c.stale++;
+		return dp_drop(lc, m, DP_DROP_STALE);
+	}
+	if (v == DP_V_INCONSISTENT) {
+		pt->c.inconsistent++;
+		return dp_drop(lc, m, DP_DROP_INCONSISTENT);
+	}
+	if (!dp_reply_budget(lc, m))
+		return dp_drop(lc, m, DP_DROP_QUERY_LIMITED);
+	switch (v) {
+	case DP_V_NEW:
+	case DP_V_ADD:
+		return dp_reply_answer(lc, m, sl, CAIS_TYPE_NACK);
+	case DP_V_RESEND:
+		return resend(lc, s, pt, sl, pt->acc + (size_t)si * s->elems, m, r);
+	default: /* DUPLICATE, UP_WAIT: in, the round waits */
+		if (s->loss_hints)
+			query_older(lc, s, pt, seq, r);
+		return dp_reply_answer(lc, m, sl, CAIS_TYPE_ACK);
+	}
+}
+
 /* The DATA an abandoned round kept: freed (a newer round takes the slot). */
 static inline void
 kept_free(struct dp_lcore *lc, struct rte_mbuf **kept, uint16_t n)
@@ -211,6 +302,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 	bool complete, any;
 	enum dp_verdict v;
 
+	if (unlikely(h->flags & CAIS_F_QUERY))
+		return query(lc, m, t, si);
 	sc->retx += (h->flags & CAIS_F_RETX) != 0;
 	/*
 	 * A round's contributions share a dtype: the wire's, or PARTIAL64 from
@@ -251,14 +344,8 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 			}
 		}
 		return dp_reply_ack(lc, m, sl);
-	case DP_V_RESEND: {
-		uint8_t r = dp_member_of(s, h->rank);
-
-		any = older_open(lc, s, pt, sl->seq, wait, false);
-		sc->resends++;
-		return dp_reply_resend(lc, s, sl, acc, m, r,
-				       any && ((wait[r >> 6] >> (r & 63)) & 1u));
-	}
+	case DP_V_RESEND:
+		return resend(lc, s, pt, sl, acc, m, dp_member_of(s, h->rank));
 	case DP_V_DUPLICATE:
 		sc->duplicates++;
 		/* the sender retransmits for nothing: its DATA is in (E6) */

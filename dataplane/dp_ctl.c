@@ -413,6 +413,7 @@ lcore_sum(const struct dp_switch *sw, struct dp_lcore_counters *sum, uint64_t *d
 		sum->idle_tsc += l->c.idle_tsc;
 		sum->acks_limited += l->c.acks_limited;
 		sum->nacks += l->c.nacks;
+		sum->queries += l->c.queries;
 		sum->keep_refused += l->c.keep_refused;
 		if (l->qdepth > *depth)
 			*depth = l->qdepth;
@@ -461,6 +462,7 @@ counters_json(const struct dp_switch *sw, uint64_t now, json_t *out)
 	json_object_set_new(out, "idle_s", json_real((double)lc.idle_tsc / (double)sw->hz));
 	json_object_set_new(out, "acks_limited", json_integer((json_int_t)lc.acks_limited));
 	json_object_set_new(out, "nacks", json_integer((json_int_t)lc.nacks));
+	json_object_set_new(out, "queries", json_integer((json_int_t)lc.queries));
 	json_object_set_new(out, "keep_refused", json_integer((json_int_t)lc.keep_refused));
 	json_object_set_new(out, "mbufs", json_integer(sw->pool->size));
 	json_object_set_new(out, "mbufs_free", json_integer(rte_mempool_avail_count(sw->pool)));

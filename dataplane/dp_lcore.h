@@ -64,6 +64,7 @@ struct dp_lcore_counters {
 	uint64_t acks;	       /**< ACKs sent (docs/PROTOCOL.md E6) */
 	uint64_t acks_limited; /**< ACKs the per-sender budget held back */
 	uint64_t nacks;	       /**< NACKs sent (docs/PROTOCOL.md E11) */
+	uint64_t queries;      /**< QUERYs taken (docs/PROTOCOL.md E12) */
 	uint64_t keep_refused; /**< DATA a round could not keep: the packet pool low (DP_KEEP_*) */
 };
 

@@ -5,7 +5,8 @@
  * the order of docs/PROTOCOL.md E1: FWD_ONLY, UNKNOWN_TENSOR, NOT_MEMBER (the
  * member's address, MAC and switch port: E5),
  * BAD_DTYPE (not the tensor's wire dtype, E4), BAD_COUNT (count outside
- * 1..E, or a payload shorter than count elements of that dtype), NO_SLOT,
+ * 1..E, or a payload shorter than count elements of that dtype; a QUERY,
+ * E12, has none), NO_SLOT,
  * each failure a REJECT (dp_reply.c); then slot and set against seq (a
  * silent drop). What passes goes to the action (dp_action.c) on the lcore
  * that owns its slot: here, or through a handoff (dp_tx.c) to the owner,
@@ -66,16 +67,21 @@ sender_check(const struct rte_mbuf *m, const uint8_t *f, const struct dp_session
 	return bound == here ? SENDER_OK : SENDER_SPOOFED; /* another lcore pinned it first */
 }
 
-/* count is 1..E, and the UDP length holds count elements of dtype (a wire dtype). */
+/*
+ * count is 1..E, and the UDP length holds count elements of dtype (a wire
+ * dtype); a QUERY (E12) has none.
+ */
 static inline bool
-count_ok(const uint8_t *f, const struct dp_session *s, uint8_t dtype, uint16_t count)
+count_ok(const uint8_t *f, const struct dp_session *s, const struct cais_hdr *h)
 {
+	uint16_t count = rte_be_to_cpu_16(h->count);
 	uint16_t udp_len;
 	uint32_t payload_len;
 
 	memcpy(&udp_len, f + CAIS_ETH_HLEN + CAIS_IP_HLEN + 4, 2);
 	payload_len = rte_be_to_cpu_16(udp_len) - CAIS_UDP_HLEN - CAIS_HDR_LEN;
-	return count != 0 && count <= s->elems && cais_payload_bytes(dtype, count) <= payload_len;
+	return count != 0 && count <= s->elems &&
+	       ((h->flags & CAIS_F_QUERY) || cais_payload_bytes(h->dtype, count) <= payload_len);
 }
 
 /* The tensor entry a CAIS header names, or NULL; the burst's last one without a lookup. */
@@ -123,7 +129,7 @@ dp_match_data(struct dp_lcore *lc, struct rte_mbuf *m)
 	/* a leaf's partial sums (E9) join a round of any wire dtype */
 	if (unlikely(h->dtype != t->wire && h->dtype != CAIS_DT_PARTIAL64))
 		return dp_reply_reject(lc, m, CAIS_R_BAD_DTYPE, sc);
-	if (unlikely(!count_ok(f, s, h->dtype, rte_be_to_cpu_16(h->count))))
+	if (unlikely(!count_ok(f, s, h)))
 		return dp_reply_reject(lc, m, CAIS_R_BAD_COUNT, sc);
 	slotf = rte_be_to_cpu_16(h->slot);
 	if (unlikely((slotf & CAIS_SLOT_MASK) >= s->pool))

@@ -80,6 +80,7 @@
 	X(BAD_PORT, "mbuf from a port the switch does not drive")                                  \
 	X(L2_SAME_PORT, "L2 destination on the ingress port")                                      \
 	X(TX_FULL, "TX queue full")                                                                \
+	X(QUERY_LIMITED, "QUERY unanswered: the sender's ACK budget is spent")                     \
 	X(RX_LOSS, "dropped at random on receipt (--rx-loss: tests, benchmarks)")
 
 #define DP_X_ENUM(name, text) DP_DROP_##name,

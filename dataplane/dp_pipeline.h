@@ -123,6 +123,20 @@ void dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const stru
 void dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl);
 
 /**
+ * Take one answer from the ACK budget of DATA m's sender (ACKs, and the
+ * answers to a QUERY, E12). @return false when it is spent (counted)
+ */
+bool dp_reply_budget(struct dp_lcore *lc, const struct rte_mbuf *m);
+
+/**
+ * Turn DATA m around to its sender as a header-only answer of type
+ * (CAIS_TYPE_ACK or CAIS_TYPE_NACK), echoing its fields and rank, flags
+ * the CONGESTED of sl's RESULT: no budget taken (dp_reply_budget()).
+ */
+void dp_reply_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl,
+		     uint8_t type);
+
+/**
  * Turn DATA m around as a REJECT of why to its sender (echoing its dtype),
  * unless the sender's REJECT budget is spent (then m is dropped).
  * @param sc the session's counters, when the session is known; else NULL

@@ -292,6 +292,39 @@ dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
 	dp_tx(lc, m->port, m);
 }
 
+bool
+dp_reply_budget(struct dp_lcore *lc, const struct rte_mbuf *m)
+{
+	uint32_t ip;
+	uint16_t port;
+
+	sender_of(rte_pktmbuf_mtod(m, const uint8_t *), &ip, &port);
+	if (budget_allowed(lc, lc->rl_ack, ip, port, DP_ACK_PER_SECOND))
+		return true;
+	lc->c.acks_limited++;
+	return false;
+}
+
+void
+dp_reply_answer(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl, uint8_t type)
+{
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct cais_hdr *h = dp_mbuf_cais(m);
+
+	turn_around(lc, f);
+	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | type);
+	h->flags = result_flags(lc, sl) & CAIS_F_CONGESTED;
+	/* tenant .. rank and dtype stay the DATA's */
+	h->count = 0;
+	h->reason = 0;
+	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD);
+	if (type == CAIS_TYPE_ACK)
+		lc->c.acks++;
+	else
+		lc->c.nacks++;
+	dp_tx(lc, m->port, m);
+}
+
 /*
  * docs/PROTOCOL.md E6: a retransmitted DATA whose contribution is already in
  * its open round: tell the sender so (header only, its rank, the RESULT
@@ -300,25 +333,9 @@ dp_reply_reject(struct dp_lcore *lc, struct rte_mbuf *m, enum cais_reason why,
 void
 dp_reply_ack(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_slot *sl)
 {
-	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-	struct cais_hdr *h = dp_mbuf_cais(m);
-	uint32_t ip;
-	uint16_t port;
-
-	sender_of(f, &ip, &port);
-	if (!budget_allowed(lc, lc->rl_ack, ip, port, DP_ACK_PER_SECOND)) {
-		lc->c.acks_limited++;
+	if (!dp_reply_budget(lc, m))
 		return dp_drop(lc, m, DP_DROP_DUPLICATE);
-	}
-	turn_around(lc, f);
-	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_ACK);
-	h->flags = result_flags(lc, sl) & CAIS_F_CONGESTED;
-	/* tenant .. rank and dtype stay the DATA's */
-	h->count = 0;
-	h->reason = 0;
-	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD);
-	lc->c.acks++;
-	dp_tx(lc, m->port, m);
+	dp_reply_answer(lc, m, sl, CAIS_TYPE_ACK);
 }
 
 void

@@ -46,15 +46,15 @@ enum dp_verdict {
 
 /** State of one (slot, set): one cache line. */
 struct dp_slot {
-	uint32_t seq;	 /**< the round held */
-	uint32_t tensor; /**< the round's tensor */
-	uint16_t count;	 /**< the round's element count */
-	uint8_t state;	 /**< enum dp_slot_state */
-	uint8_t ovf;	 /**< the round saturated (OVERFLOW): on the way in or in its RESULT */
-	uint16_t n_seen; /**< ranks counted */
-	uint8_t dtype;	 /**< its contributions' dtype, CAIS_DT_* (PARTIAL64 from leaves, E9) */
-	uint8_t out;	 /**< its RESULT's: the tensor's wire dtype (the caller sets it) */
-	uint64_t t_start;	      /**< TSC of the round's first DATA */
+	uint32_t seq;	  /**< the round held */
+	uint32_t tensor;  /**< the round's tensor */
+	uint16_t count;	  /**< the round's element count */
+	uint8_t state;	  /**< enum dp_slot_state */
+	uint8_t ovf;	  /**< the round saturated (OVERFLOW): on the way in or in its RESULT */
+	uint16_t n_seen;  /**< ranks counted */
+	uint8_t dtype;	  /**< its contributions' dtype, CAIS_DT_* (PARTIAL64 from leaves, E9) */
+	uint8_t out;	  /**< its RESULT's: the tensor's wire dtype (the caller sets it) */
+	uint64_t t_start; /**< TSC of the round's first DATA */
 	union {
 		uint64_t t_up;	 /**< DP_SLOT_UP: TSC of its partial's last send up */
 		uint64_t t_nack; /**< DP_SLOT_OPEN: TSC of its last NACKs, 0: none (E11) */
@@ -127,6 +127,33 @@ dp_slot_step(struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, ui
 		*complete = true;
 	}
 	return DP_V_ADD;
+}
+
+/**
+ * What a QUERY (docs/PROTOCOL.md E12) for rank's DATA of seq finds, the
+ * state left as it is: the verdict its DATA would get, read as
+ *  - DP_V_NEW, DP_V_ADD: not in (no round of seq yet, or seq's round
+ *    misses rank);
+ *  - DP_V_DUPLICATE, DP_V_UP_WAIT: in, the round waits;
+ *  - DP_V_RESEND: the round is complete;
+ *  - DP_V_STALE, DP_V_INCONSISTENT: as for DATA.
+ */
+static inline enum dp_verdict
+dp_slot_query(const struct dp_slot *sl, uint32_t seq, uint32_t tensor, uint8_t rank, uint16_t count,
+	      uint8_t dtype)
+{
+	if (sl->state == DP_SLOT_EMPTY || cais_seq_before(sl->seq, seq))
+		return DP_V_NEW;
+	if (seq != sl->seq)
+		return DP_V_STALE;
+	if (count != sl->count || dtype != sl->dtype || tensor != sl->tensor)
+		return DP_V_INCONSISTENT;
+	if (!dp_slot_seen(sl, rank))
+		return sl->state == DP_SLOT_DONE ? DP_V_DUPLICATE /* unreachable, as above */
+						 : DP_V_ADD;
+	return sl->state == DP_SLOT_DONE ? DP_V_RESEND
+	       : sl->state == DP_SLOT_UP ? DP_V_UP_WAIT
+					 : DP_V_DUPLICATE;
 }
 
 #endif /* DP_SLOT_H */

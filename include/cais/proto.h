@@ -92,13 +92,18 @@ typedef uint32_t cais_be32_t;
 	X(ACK, 4, "ack")                                                                           \
 	X(NACK, 5, "nack")
 
-/** Header flags: X(name, bit value, text). */
+/**
+ * Header flags: X(name, bit value, text). WAIT is a RESULT's only
+ * (docs/PROTOCOL.md E11), QUERY a DATA's only (E12: a header-only DATA
+ * that asks whether the sender's DATA of its seq is in).
+ */
 #define CAIS_FLAGS(X)                                                                              \
 	X(RETX, 0x01, "retx")                                                                      \
 	X(OVERFLOW, 0x02, "overflow")                                                              \
 	X(CONGESTED, 0x04, "congested")                                                            \
 	X(FWD_ONLY, 0x08, "fwd_only")                                                              \
-	X(WAIT, 0x10, "wait")
+	X(WAIT, 0x10, "wait")                                                                      \
+	X(QUERY, 0x20, "query")
 
 /** REJECT reason codes: X(name, value, text). */
 #define CAIS_REASONS(X)                                                                            \
@@ -412,8 +417,9 @@ cais_hdr_check(const void *buf, size_t len)
 	type = cais_hdr_type(h);
 	if (type < CAIS_TYPE_DATA || type > CAIS_TYPE_NACK)
 		return CAIS_HDR_BAD_TYPE;
-	/* WAIT is a RESULT's only (docs/PROTOCOL.md E11) */
-	if (h->flags & ~(type == CAIS_TYPE_RESULT ? CAIS_FLAGS_ALL : CAIS_FLAGS_ALL & ~CAIS_F_WAIT))
+	/* WAIT is a RESULT's only (docs/PROTOCOL.md E11), QUERY a DATA's (E12) */
+	if (h->flags & ~(CAIS_FLAGS_ALL & ~(type == CAIS_TYPE_RESULT ? 0u : CAIS_F_WAIT) &
+			 ~(type == CAIS_TYPE_DATA ? 0u : CAIS_F_QUERY)))
 		return CAIS_HDR_BAD_FLAGS;
 	return CAIS_HDR_OK;
 }

@@ -177,9 +177,12 @@ ref_class(const uint8_t *f, uint32_t len, const struct dp_parse_cfg *c)
 	    memcmp(udp + 2, &c->udp_port, 2) != 0)
 		return DP_CLASS_DROP;
 	h = udp + 8;
-	/* flag bits 0-3 (PROTOCOL.md 1), and bit 4, WAIT, on a RESULT (E11) */
+	/* flag bits 0-3 (PROTOCOL.md 1), bit 4, WAIT, on a RESULT (E11), and
+	 * bit 5, QUERY, on a DATA (E12) */
 	if (rd16(h) != CAIS_MAGIC || h[2] >> 4 != CAIS_VERSION ||
-	    (h[3] & ((h[2] & 0x0F) == CAIS_TYPE_RESULT ? 0xE0 : 0xF0)) != 0)
+	    (h[3] & ((h[2] & 0x0F) == CAIS_TYPE_RESULT ? 0xE0
+		     : (h[2] & 0x0F) == CAIS_TYPE_DATA ? 0xD0
+						       : 0xF0)) != 0)
 		return DP_CLASS_DROP;
 	/* RESULT, REJECT, ACK and NACK: answers, for a leaf from its spine (E9) */
 	switch (h[2] & 0x0F) {
@@ -373,7 +376,7 @@ struct expect {
 	uint16_t frame; /* the input frame it answers */
 	/* REJECT */
 	uint16_t reason;
-	/* RESULT, NACK */
+	/* RESULT, NACK; ACK: h.type only, ACK or a QUERY's NACK */
 	uint8_t rank; /* the member it goes to */
 	bool wait_ok; /* RESULT: WAIT allowed (E11: the rank is in an older open round) */
 	struct cais_fields h;
@@ -514,6 +517,21 @@ model_lcore(const struct msession *s, uint32_t seq)
 	return (seq % s->pool) & 1u;
 }
 
+/* An optional NACK record (E11, E12) of open round o to rank r, on its pinned port. */
+static void
+expect_nack(const struct msession *s, const struct mslot *o, unsigned int r, unsigned int frame)
+{
+	/* to the member's pinned port; not pinned yet: by its MAC, or nowhere */
+	struct expect *x = expect_new(X_NACK, frame, s->bound[r] ? s->bound[r] - 1 : 0xFFFF);
+
+	x->rank = (uint8_t)r;
+	x->h.tenant = s->tenant;
+	x->h.session = s->session;
+	x->h.tensor = o->tensor;
+	x->h.seq = o->seq;
+	x->h.dtype = o->out;
+}
+
 /*
  * E11 for the round sl completing: the ranks counted in an open round
  * before it on its lcore (WAIT is allowed on their RESULTs; the switch
@@ -540,20 +558,9 @@ model_older(const struct msession *s, const struct mslot *sl, unsigned int frame
 		d = (sl->seq - o->seq) / 2; /* two lcores: this lcore's rounds apart */
 		if (!nack || d < 2 || (d & (d - 1)) != 0)
 			continue;
-		for (unsigned int r = 0; r < s->n; r++) {
-			struct expect *x;
-
-			if ((o->seen >> r) & 1)
-				continue;
-			/* to the member's pinned port; not pinned yet: by its MAC, or nowhere */
-			x = expect_new(X_NACK, frame, s->bound[r] ? s->bound[r] - 1 : 0xFFFF);
-			x->rank = (uint8_t)r;
-			x->h.tenant = s->tenant;
-			x->h.session = s->session;
-			x->h.tensor = o->tensor;
-			x->h.seq = o->seq;
-			x->h.dtype = o->out;
-		}
+		for (unsigned int r = 0; r < s->n; r++)
+			if (!((o->seen >> r) & 1))
+				expect_nack(s, o, r, frame);
 	}
 	return in;
 }
@@ -618,6 +625,43 @@ model_elem(const uint8_t *payload, const struct cais_fields *h, unsigned int i, 
 	return be32_at(payload + 4 * i);
 }
 
+/*
+ * A QUERY (E12) that passed every check: the answer its DATA's state gives,
+ * the slot left as it is. Not in: a NACK of it (an answer record, as an ACK,
+ * of type NACK); in and waiting: an ACK, and NACK records (optional: the
+ * switch looks at DP_WAIT_SCAN rounds) of the older open rounds on its
+ * lcore that miss the rank, with loss_hints; complete: the RESULT again.
+ */
+static void
+model_query(struct msession *s, const struct cais_fields *h, unsigned int frame, uint16_t in_port)
+{
+	const struct mslot *sl = &s->slots[2 * h->slot + h->set];
+	struct expect *x;
+
+	if (sl->state != 0 && !cais_seq_before(sl->seq, h->seq) &&
+	    (h->seq != sl->seq || h->count != sl->count || h->tensor != sl->tensor ||
+	     h->dtype != sl->dtype))
+		return; /* stale or inconsistent */
+	if (sl->state == 0 || h->seq != sl->seq || !(sl->seen & (1u << h->rank))) {
+		x = expect_new(X_ACK, frame, in_port);
+		x->h.type = CAIS_TYPE_NACK;
+		return;
+	}
+	if (sl->state == 2)
+		return model_results(s, sl, h, frame, h->rank, in_port);
+	x = expect_new(X_ACK, frame, in_port);
+	x->h.type = CAIS_TYPE_ACK;
+	if (s->tenant != FZ_A_TENANT) /* session B has no loss_hints */
+		return;
+	for (unsigned int k = 0; k < 2 * s->pool; k++) {
+		const struct mslot *o = &s->slots[k];
+
+		if (o->state == 1 && cais_seq_before(o->seq, h->seq) &&
+		    model_lcore(s, o->seq) == model_lcore(s, h->seq) && !((o->seen >> h->rank) & 1))
+			expect_nack(s, o, h->rank, frame);
+	}
+}
+
 /* Section 3 for one DATA that passed every check. */
 static void
 model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_t *payload,
@@ -628,6 +672,8 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 
 	bool sat = false;
 
+	if (h->flags & CAIS_F_QUERY)
+		return model_query(s, h, frame, in_port);
 	if (sl->state == 0 || cais_seq_before(sl->seq, h->seq)) {
 		sl->state = 1;
 		sl->seq = h->seq;
@@ -648,9 +694,9 @@ model_step(struct msession *s, int op, const struct cais_fields *h, const uint8_
 	} else if (sl->seen & (1u << h->rank)) {
 		if (sl->state == 2)
 			model_results(s, sl, h, frame, h->rank, in_port); /* lost RESULT */
-		else if (h->flags & CAIS_F_RETX)
-			expect_new(X_ACK, frame, in_port); /* in, waiting for others (E6) */
-		return;					   /* else a duplicate */
+		else if (h->flags & CAIS_F_RETX) /* in, waiting for others (E6) */
+			expect_new(X_ACK, frame, in_port)->h.type = CAIS_TYPE_ACK;
+		return; /* else a duplicate */
 	} else {
 		for (unsigned int i = 0; i < h->count; i++) {
 			int64_t v = model_elem(payload, h, i, &sat);
@@ -723,7 +769,8 @@ model_data(unsigned int frame, const uint8_t *f, uint16_t port)
 		else if (h.dtype != model_wire(s, h.tensor) && h.dtype != CAIS_DT_PARTIAL64)
 			reason = CAIS_R_BAD_DTYPE;
 		else if (h.count == 0 || h.count > s->elems ||
-			 cais_payload_bytes(h.dtype, h.count) > payload_len)
+			 (!(h.flags & CAIS_F_QUERY) &&
+			  cais_payload_bytes(h.dtype, h.count) > payload_len))
 			reason = CAIS_R_BAD_COUNT;
 		else if (h.slot >= s->pool)
 			reason = CAIS_R_NO_SLOT;
@@ -827,7 +874,10 @@ match_reject(const struct expect *x, const uint8_t *f, const struct cais_fields 
 	       df.seq == h->seq && df.slot == h->slot && df.set == h->set && df.dtype == h->dtype;
 }
 
-/* An ACK echoes the DATA's ids, seq, slot, rank and dtype, back to its sender. */
+/*
+ * An ACK, or a QUERY's NACK (E12; x->h.type says which), echoes the DATA's
+ * ids, seq, slot, rank and dtype, back to its sender.
+ */
 static bool
 match_ack(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
 {
@@ -835,7 +885,7 @@ match_ack(const struct expect *x, const uint8_t *f, const struct cais_fields *h)
 	struct cais_fields df;
 
 	cais_hdr_read((const struct cais_hdr *)(d + CAIS_FRAME_HDR_OFF), &df);
-	return h->type == CAIS_TYPE_ACK && memcmp(f, d + 6, 6) == 0 &&
+	return h->type == x->h.type && memcmp(f, d + 6, 6) == 0 &&
 	       memcmp(ip + 16, dip + 12, 4) == 0 && memcmp(ip + 20 + 2, dip + 20, 2) == 0 &&
 	       df.tenant == h->tenant && df.session == h->session && df.tensor == h->tensor &&
 	       df.seq == h->seq && df.slot == h->slot && df.set == h->set && df.dtype == h->dtype &&

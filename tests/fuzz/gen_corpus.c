@@ -237,6 +237,38 @@ seeds_rounds(void)
 	data_a(&in, FZ_CTL_END_BURST, 1, 2, 3, 4, 11);
 	data_a(&in, FZ_CTL_END_BURST | FZ_CTL_STATS, 1, 0, 3, 4, 9);
 	save(&in, "wait-nack");
+	/*
+	 * E12: QUERYs (header only; one with a payload) of rank 3, whose DATA of
+	 * 0 is lost (NACK), rank 0 (ACK), rank 3 of 2, which it sent (ACK, and
+	 * 0 NACKed), rank 1 of 2 and of 4, not sent (NACK); 0 completes and a
+	 * QUERY gets its RESULT again
+	 */
+	in.len = 0;
+	for (unsigned int r = 0; r < FZ_A_N - 1; r++)
+		data_a(&in, FZ_CTL_END_BURST, 1, 0, r, 4, 9);
+	data_a(&in, FZ_CTL_END_BURST, 1, 2, 0, 4, 3);
+	data_a(&in, FZ_CTL_END_BURST, 1, 2, 3, 4, 3);
+	{
+		static const struct {
+			uint32_t seq;
+			unsigned int r;
+			size_t n;
+		} q[] = {{0, 3, 0}, {0, 0, 0}, {2, 3, 0}, {2, 1, 4}, {4, 1, 0}};
+
+		for (unsigned int i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+			struct cais_fields qi = fields_a(1, q[i].seq, (uint8_t)q[i].r, 4);
+
+			qi.flags = CAIS_F_QUERY;
+			data_raw(&in, FZ_CTL_END_BURST | (q[i].r & 1), &member[q[i].r], &qi,
+				 q[i].n);
+		}
+		struct cais_fields qf = fields_a(1, 0, 1, 4);
+
+		data_a(&in, FZ_CTL_END_BURST, 1, 0, 3, 4, 9);
+		qf.flags = CAIS_F_QUERY;
+		data_raw(&in, FZ_CTL_END_BURST | FZ_CTL_STATS | 1, &member[1], &qf, 0);
+	}
+	save(&in, "query");
 	/* session B: one rank, every DATA completes a round */
 	in.len = 0;
 	for (uint32_t s = 0; s < 4; s++) {

@@ -390,26 +390,32 @@ test_parse_cais_header(void **state)
 			EXPECT_DROP(b, len, CAIS_TYPE);
 	}
 	h[2] = 0x11;
-	/* reserved flags, each bit */
+	/* reserved flags, each bit (QUERY, bit 5, is a DATA's: E12) */
 	for (unsigned int bit = 4; bit < 8; bit++) {
+		if (bit == 5)
+			continue;
 		h[3] = (uint8_t)(1u << bit);
 		EXPECT_DROP(b, len, CAIS_FLAGS);
 		h[3] = (uint8_t)(1u << bit | CAIS_F_RETX);
 		EXPECT_DROP(b, len, CAIS_FLAGS);
 	}
 	/* WAIT is a RESULT's (E11): a DATA with it is malformed, as on the P4 profile */
-	h[3] = CAIS_FLAGS_ALL;
+	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_QUERY;
 	EXPECT_DROP(b, len, CAIS_FLAGS);
 	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_WAIT;
 	EXPECT_DATA(b, len);
-	/* RESULT and REJECT with any defined flags still answers */
+	h[3] = CAIS_F_QUERY;
+	EXPECT_DATA(b, len);
+	/* RESULT and REJECT with any of their defined flags still answers */
 	h[2] = 0x12;
+	EXPECT_DROP(b, len, CAIS_FLAGS); /* QUERY */
+	h[3] = 0;
 	EXPECT_ANSWER(b, len);
-	h[3] = CAIS_FLAGS_ALL;
+	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_QUERY;
 	EXPECT_ANSWER(b, len);
 	h[2] = 0x13;
 	EXPECT_DROP(b, len, CAIS_FLAGS);
-	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_WAIT;
+	h[3] = CAIS_FLAGS_ALL & ~CAIS_F_WAIT & ~CAIS_F_QUERY;
 	EXPECT_ANSWER(b, len);
 }
 

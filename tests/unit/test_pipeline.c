@@ -597,6 +597,132 @@ t_wait_nack(void **state)
 	wait_nack(2, true);
 }
 
+/* rank's QUERY (E12) for chunk c: a header-only DATA with QUERY, count c's. */
+static void
+send_query(const struct chunk *c, unsigned int rank)
+{
+	struct cais_fields f;
+
+	cais_data_fields(&f, c->tenant, c->session, c->tensor, c->seq, c->pool, (uint8_t)rank,
+			 c->count);
+	f.flags = CAIS_F_QUERY;
+	tf_udp_headers(frame, &H[rank], &AGG, CAIS_HDR_LEN);
+	cais_hdr_build((struct cais_hdr *)(frame + CAIS_FRAME_HDR_OFF), &f);
+	tenv_send(E, (uint16_t)rank, frame, CAIS_FRAME_OVERHEAD);
+}
+
+/*
+ * Exactly n header-only answers were sent, in any order: answer i of type[i]
+ * to rank[i] about chunk of[i], byte for byte (answer_frame()). Clears.
+ */
+static void
+expect_answers(unsigned int n, const uint8_t *type, const unsigned int *rank,
+	       const struct chunk *const *of)
+{
+	uint8_t want[CAIS_FRAME_OVERHEAD];
+	uint32_t matched = 0;
+
+	if (E->n_cap != n)
+		fail_msg("%u frames sent, want %u answers", E->n_cap, n);
+	for (unsigned int i = 0; i < n; i++) {
+		answer_frame(want, of[i], rank[i], type[i]);
+		for (unsigned int k = 0; k < E->n_cap; k++)
+			if (!((matched >> k) & 1) && E->cap[k].port == rank[i] &&
+			    E->cap[k].len == CAIS_FRAME_OVERHEAD &&
+			    memcmp(E->cap[k].data, want, CAIS_FRAME_OVERHEAD) == 0) {
+				matched |= 1u << k;
+				break;
+			}
+		if (__builtin_popcount(matched) != (int)i + 1)
+			fail_msg("answer %u (type %u to rank %u, seq %u) not sent", i, type[i],
+				 rank[i], of[i]->seq);
+	}
+	tenv_clear(E);
+}
+
+/*
+ * QUERY (E12), in a session with loss_hints: a NACK when the asker's DATA
+ * is not in (its round open without it, or not started), an ACK when it is
+ * and the round waits, with a NACK of each older open round of the asker
+ * that misses its DATA (and none of rounds that miss other ranks only), the
+ * stored RESULT when the round is complete; a stale one is dropped. It adds
+ * nothing; its count is checked as a DATA's; its answers draw on the ACK
+ * budget.
+ */
+static void
+t_query(void **state)
+{
+	struct chunk c600 = {1, 3, 1, 600, 8, 64}, c601 = c600, c602 = c600, c;
+	const uint8_t NACK = CAIS_TYPE_NACK, ACK = CAIS_TYPE_ACK;
+	struct dp_lcore *lc;
+	unsigned int answers = 0;
+	int32_t want[64];
+
+	(void)state;
+	session_extra = "\"loss_hints\":1,";
+	session(1, 3, 4, 8, 64);
+	session_extra = NULL;
+	tensor(1, 3, 1, "sum");
+	lc = &E->sw->lcores[0];
+	c601.seq = 601;
+	c602.seq = 602;
+	/* rank 3's DATA of 600 is lost */
+	for (unsigned int r = 0; r < 3; r++)
+		send_data(&c600, r, NULL, 0);
+	send_query(&c600, 3);
+	expect_answers(1, &NACK, (unsigned int[]){3}, (const struct chunk *[]){&c600});
+	send_query(&c600, 0);
+	expect_answers(1, &ACK, (unsigned int[]){0}, (const struct chunk *[]){&c600});
+	/* nobody sent 601 yet */
+	send_query(&c601, 1);
+	expect_answers(1, &NACK, (unsigned int[]){1}, (const struct chunk *[]){&c601});
+	/* rank 2's DATA of 601 is lost, its 602 came: its QUERY of 602 is ACKed,
+	 * and 601 NACKed to it; 600 misses rank 3 only */
+	for (unsigned int r = 0; r < 4; r++)
+		if (r != 2)
+			send_data(&c601, r, NULL, 0);
+	send_data(&c602, 2, NULL, 0);
+	expect_nothing();
+	send_query(&c602, 2);
+	expect_answers(2, (uint8_t[]){ACK, NACK}, (unsigned int[]){2, 2},
+		       (const struct chunk *[]){&c602, &c601});
+	/* rank 0's of 602 not there: a NACK, and no look at older rounds */
+	send_query(&c602, 0);
+	expect_answers(1, &NACK, (unsigned int[]){0}, (const struct chunk *[]){&c602});
+	/* a QUERY adds nothing: 600 completes with rank 3's DATA, the sum of 4 */
+	send_data(&c600, 3, NULL, CAIS_F_RETX);
+	expected_sum(&c600, 4, want);
+	expect_results(&c600, 0xF, want, 0);
+	/* the complete round answers with its RESULT, to the asker only */
+	send_query(&c600, 1);
+	expect_results(&c600, 0x2, want, 0);
+	/* stale (584: the same slot and set two laps before): dropped */
+	c = c600;
+	c.seq = 584;
+	send_query(&c, 1);
+	expect_nothing();
+	assert_int_equal(tenv_drops(E, DP_DROP_STALE), 1);
+	/* its count is checked as a DATA's */
+	c = c601;
+	c.count = 65;
+	send_query(&c, 1);
+	assert_int_equal(E->n_cap, 1); /* REJECT BAD_COUNT */
+	tenv_clear(E);
+	assert_int_equal(lc->c.queries, 7);
+	/* the ACK budget: a burst of QUERYs gets at most its size in answers */
+	for (unsigned int i = 0; i < DP_ACK_PER_SECOND; i++) {
+		send_query(&c602, 2);
+		answers += E->n_cap;
+		tenv_clear(E);
+	}
+	/* each answered QUERY: its ACK and 601's NACK */
+	assert_true(answers % 2 == 0);
+	answers /= 2;
+	print_message("%u QUERYs: %u answered\n", DP_ACK_PER_SECOND, answers);
+	assert_true(answers >= DP_ACK_PER_SECOND / 2 - 2 && answers < DP_ACK_PER_SECOND);
+	assert_int_equal(tenv_drops(E, DP_DROP_QUERY_LIMITED), DP_ACK_PER_SECOND - answers);
+}
+
 /* Older seqs on a (slot, set) are stale: dropped, counted, never answered. */
 static void
 t_stale(void **state)
@@ -2074,6 +2200,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_duplicates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_ack_budget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_stale, setup, teardown),

@@ -70,7 +70,7 @@ test_sizes(void **state)
 	assert_int_equal(CAIS_MAX_WORLD, 255);
 	/* 2048 elements fit a 9000-byte MTU: IPv4 + UDP + CAIS + payload <= 9000 */
 	assert_true(CAIS_IP_HLEN + CAIS_UDP_HLEN + CAIS_HDR_LEN + CAIS_MAX_ELEMS * 4 <= 9000);
-	assert_int_equal(CAIS_FLAGS_ALL, 0x1F);
+	assert_int_equal(CAIS_FLAGS_ALL, 0x3F);
 }
 
 static void
@@ -254,12 +254,14 @@ test_hdr_check(void **state)
 	b[2] = 0x11;
 	/*
 	 * flags: the four bits of PROTOCOL.md are fine alone and together, bits
-	 * 4..7 are not, but for WAIT (bit 4) on a RESULT (E11)
+	 * 4..7 are not, but for WAIT (bit 4) on a RESULT (E11) and QUERY (bit 5)
+	 * on a DATA (E12)
 	 */
 	for (unsigned int type = CAIS_TYPE_DATA; type <= CAIS_TYPE_NACK; type++) {
 		b[2] = (uint8_t)(0x10 | type);
 		for (unsigned int bit = 0; bit < 8; bit++) {
-			bool ok = bit < 4 || (bit == 4 && type == CAIS_TYPE_RESULT);
+			bool ok = bit < 4 || (bit == 4 && type == CAIS_TYPE_RESULT) ||
+				  (bit == 5 && type == CAIS_TYPE_DATA);
 
 			b[3] = (uint8_t)(1u << bit);
 			assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
@@ -270,6 +272,11 @@ test_hdr_check(void **state)
 		b[3] = 0x1F;
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
 				 type == CAIS_TYPE_RESULT ? CAIS_HDR_OK : CAIS_HDR_BAD_FLAGS);
+		b[3] = 0x2F;
+		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN),
+				 type == CAIS_TYPE_DATA ? CAIS_HDR_OK : CAIS_HDR_BAD_FLAGS);
+		b[3] = 0x3F; /* WAIT and QUERY: no type has both */
+		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_BAD_FLAGS);
 		b[3] = 0xFF;
 		assert_int_equal(cais_hdr_check(b, CAIS_HDR_LEN), CAIS_HDR_BAD_FLAGS);
 	}
@@ -333,9 +340,11 @@ test_names(void **state)
 	assert_string_equal(cais_flag_name(CAIS_F_FWD_ONLY), "fwd_only");
 	assert_int_equal(CAIS_F_WAIT, 0x10);
 	assert_string_equal(cais_flag_name(CAIS_F_WAIT), "wait");
+	assert_int_equal(CAIS_F_QUERY, 0x20);
+	assert_string_equal(cais_flag_name(CAIS_F_QUERY), "query");
 	assert_string_equal(cais_flag_name(0), "?");
 	assert_string_equal(cais_flag_name(0x03), "?"); /* one bit at a time */
-	for (unsigned int bit = 5; bit < 8; bit++)
+	for (unsigned int bit = 6; bit < 8; bit++)
 		assert_string_equal(cais_flag_name(1u << bit), "?");
 
 	assert_int_equal(CAIS_R_NONE, 0);

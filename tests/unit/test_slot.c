@@ -126,6 +126,58 @@ t_dtype(void **state)
 	assert_int_equal(sl.n_seen, 1);
 }
 
+/*
+ * A QUERY (E12) finds the verdict a DATA of the same fields would get, in
+ * every state a round of 3 ranks passes through (and a leaf's UP), for
+ * seqs before, at and after the round's, every rank, a count and a tensor
+ * that differ; and leaves the slot as it was.
+ */
+static void
+t_query(void **state)
+{
+	struct dp_slot sl;
+	bool done;
+
+	(void)state;
+	memset(&sl, 0, sizeof(sl));
+	for (unsigned int phase = 0; phase < 6; phase++) {
+		if (phase == 1)
+			step(&sl, 50, 1, 64, 3, &done);
+		else if (phase == 2)
+			step(&sl, 50, 0, 64, 3, &done);
+		else if (phase == 3)
+			step(&sl, 50, 2, 64, 3, &done); /* complete */
+		else if (phase == 4)
+			sl.state = DP_SLOT_UP;
+		else if (phase == 5)
+			step(&sl, 0xFFFFFFF0u, 2, 64, 3, &done); /* stale across the wrap */
+		for (uint32_t seq = 49; seq <= 51; seq++)
+			for (uint8_t r = 0; r < 3; r++)
+				for (unsigned int v = 0; v < 3; v++) {
+					uint16_t count = v == 1 ? 32 : 64;
+					uint32_t tensor = v == 2 ? 8 : 7;
+					struct dp_slot before = sl, copy = sl;
+					enum dp_verdict q = dp_slot_query(&sl, seq, tensor, r,
+									  count, CAIS_DT_FIXED32);
+
+					assert_int_equal(q,
+							 dp_slot_step(&copy, seq, tensor, r, count,
+								      CAIS_DT_FIXED32, 3, &done));
+					assert_memory_equal(&sl, &before, sizeof(sl));
+				}
+	}
+	/* what each reading means, at the complete round of phase 3 */
+	memset(&sl, 0, sizeof(sl));
+	step(&sl, 50, 1, 64, 3, &done);
+	assert_int_equal(dp_slot_query(&sl, 50, 7, 1, 64, CAIS_DT_FIXED32), DP_V_DUPLICATE);
+	assert_int_equal(dp_slot_query(&sl, 50, 7, 0, 64, CAIS_DT_FIXED32), DP_V_ADD);
+	assert_int_equal(dp_slot_query(&sl, 51, 7, 1, 64, CAIS_DT_FIXED32), DP_V_NEW);
+	step(&sl, 50, 0, 64, 3, &done);
+	step(&sl, 50, 2, 64, 3, &done);
+	assert_int_equal(dp_slot_query(&sl, 50, 7, 0, 64, CAIS_DT_FIXED32), DP_V_RESEND);
+	assert_int_equal(dp_slot_query(&sl, 49, 7, 0, 64, CAIS_DT_FIXED32), DP_V_STALE);
+}
+
 int
 main(void)
 {
@@ -134,6 +186,7 @@ main(void)
 	    cmocka_unit_test(t_dtype),
 	    cmocka_unit_test(t_world_one_and_max),
 	    cmocka_unit_test(t_wrap),
+	    cmocka_unit_test(t_query),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
