@@ -388,6 +388,7 @@ cais_metrics_get(struct cais_comm *c, struct cais_metrics *m)
 	m->results_ignored = ws.results_ignored;
 	m->acks = ws.acks;
 	m->nacks = ws.nacks;
+	m->queries = ws.queries;
 	m->send_errors = ws.send_errors;
 	m->peer_chunks = ag_req_peer_chunks(&c->reqs);
 	m->congested = congested;

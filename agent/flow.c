@@ -598,6 +598,7 @@ ag_flow_stats(const struct ag_flow *f, struct ag_window_stats *st, uint64_t *con
 	st->results_ignored += w.results_ignored;
 	st->acks += w.acks;
 	st->nacks += w.nacks;
+	st->queries += w.queries;
 	st->send_errors += w.send_errors;
 	*congested += __atomic_load_n(&f->congested, __ATOMIC_RELAXED);
 }

@@ -1305,12 +1305,13 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 		printf("# metrics: collectives %" PRIu64 " in-network %" PRIu64
 		       " fallback-rate %.3f errors %" PRIu64 ", chunks %" PRIu64
 		       " retransmitted %" PRIu64 " acked %" PRIu64 " nacked %" PRIu64
-		       " ignored-results %" PRIu64
+		       " queries %" PRIu64 " ignored-results %" PRIu64
 		       ", peer chunks %" PRIu64 " served %" PRIu64 ", congested %" PRIu64
 		       ", error checks %" PRIu64 " max %.2e, tensors disabled %u, wire fallbacks %u,"
 		       " p50 %.0f us p90 %.0f us p99 %.0f us\n",
 		       m.collectives, m.in_network, m.fallback_rate, m.errors, m.chunks_sent,
-		       m.retransmissions, m.acks, m.nacks, m.results_ignored, m.peer_chunks,
+		       m.retransmissions, m.acks, m.nacks, m.queries, m.results_ignored,
+		       m.peer_chunks,
 		       m.peer_chunks_served, m.congested, m.error_checks, m.max_rel_error,
 		       m.tensors_disabled, m.wire_fallbacks, m.p50_us, m.p90_us, m.p99_us);
 	fflush(stdout);

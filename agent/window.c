@@ -26,6 +26,7 @@ struct ag_window_entry {
 	bool acked;	  /**< an ACK said the DATA is in: the round waits for others */
 	bool probe;	  /**< retransmitted as the window's probe (retransmit_now()) */
 	bool nacked;	  /**< a NACK said its DATA is missing: sent again at once */
+	bool queried;	  /**< a QUERY asked about it: its RESULT is no RTT sample */
 	uint16_t count;	  /**< elements */
 	uint8_t dtype;	  /**< wire dtype */
 	uint32_t len;	  /**< payload bytes */
@@ -34,10 +35,10 @@ struct ag_window_entry {
 	uint32_t idx;
 	atomic_uint *retx; /**< the owner's retransmission counter */
 	const uint8_t *payload;
-	uint64_t deadline; /**< next (re)transmission */
-	uint64_t t_first;  /**< first transmission, for the RTT estimate */
-	uint64_t t_sent;   /**< last transmission */
-	uint64_t res_mark; /**< w->results when it was last sent or ACKed (loss_evident()) */
+	uint64_t deadline;  /**< next (re)transmission */
+	uint64_t t_first;   /**< first transmission, for the RTT estimate */
+	uint64_t t_sent;    /**< last transmission */
+	uint64_t res_mark;  /**< w->results when it was last sent or ACKed (loss_evident()) */
 	uint64_t ack_until; /**< ACKed: not sent again before, but on evidence of a loss */
 	struct cais_hdr hdr;
 };
@@ -46,25 +47,27 @@ struct ag_window {
 	struct ag_window_conf conf;
 	struct ag_window_events ev;
 	int fd;
-	struct ag_window_entry *e; /**< S entries */
-	uint32_t base;		   /**< oldest seq the window may still hold */
-	uint32_t next;		   /**< the seq after the last one put in */
-	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
-	unsigned int backoff;	   /**< bursts since the last RTT sample: the timer's doublings */
-	uint64_t heard;		   /**< when the switch last sent this flow anything, 0: never */
-	uint64_t first_tx;	   /**< when its first DATA went (cold()), 0: not yet */
-	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
-	bool cleared;		   /**< one of them came without WAIT (E11) ... */
-	uint32_t clear_seq;	   /**< ... and this is the seq of the latest of those */
-	uint64_t heard_result;	   /**< when the last RESULT came */
-	uint64_t last_probe;	   /**< when the last probe went (retransmit_now()) */
-	bool probe_out;		   /**< ... and it has had no answer yet */
-	bool probe_missed;	   /**< ... nor had the one before it */
-	bool probe_chain;	   /**< a probe's RESULT came: the next due chunk probes at once */
-	uint64_t burst_until;	   /**< a probe found a loss: every chunk due goes until then */
-	bool blocked;		   /**< the socket refused a send */
-	uint8_t *rxbuf;		   /**< AG_BATCH x AG_DGRAM */
-	struct ag_window_stats st;	 /**< updated with relaxed atomics */
+	struct ag_window_entry *e;  /**< S entries */
+	uint32_t base;		    /**< oldest seq the window may still hold */
+	uint32_t next;		    /**< the seq after the last one put in */
+	uint64_t srtt, rttvar;	    /**< round trip of chunks (ns), Jacobson/Karels */
+	unsigned int backoff;	    /**< bursts since the last RTT sample: the timer's doublings */
+	uint64_t heard;		    /**< when the switch last sent this flow anything, 0: never */
+	uint64_t first_tx;	    /**< when its first DATA went (cold()), 0: not yet */
+	uint64_t results;	    /**< RESULTs of chunks in the window, ever */
+	bool cleared;		    /**< one of them came without WAIT (E11) ... */
+	uint32_t clear_seq;	    /**< ... and this is the seq of the latest of those */
+	uint64_t heard_result;	    /**< when the last RESULT came */
+	uint64_t last_probe;	    /**< when the last probe went (retransmit_now()) */
+	bool probe_out;		    /**< ... and it has had no answer yet */
+	bool probe_missed;	    /**< ... nor had the one before it */
+	bool probe_chain;	    /**< a probe's RESULT came: the next due chunk probes at once */
+	uint64_t burst_until;	    /**< a probe found a loss: every chunk due goes until then */
+	uint64_t last_query;	    /**< when the last QUERY went (E12) */
+	unsigned int query_backoff; /**< QUERYs since the last RESULT: the interval's doublings */
+	bool blocked;		    /**< the socket refused a send */
+	uint8_t *rxbuf;		    /**< AG_BATCH x AG_DGRAM */
+	struct ag_window_stats st;  /**< updated with relaxed atomics */
 };
 
 static inline void
@@ -299,7 +302,7 @@ ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->probe = e->nacked = false;
+	e->acked = e->probe = e->nacked = e->queried = false;
 	e->count = count;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, count);
@@ -325,7 +328,7 @@ ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->probe = e->nacked = false;
+	e->acked = e->probe = e->nacked = e->queried = false;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, e->count);
 	e->hdr.dtype = dtype;
@@ -449,8 +452,10 @@ handle_nack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 
 /*
  * The RESULT of a chunk in the window. Its round trip since the first DATA
- * is a sample for the timer when the chunk was never retransmitted, or when
- * the switch acknowledged one of its retransmissions: a DATA of it was in
+ * is a sample for the timer when the chunk was never retransmitted nor
+ * asked about (a QUERY's answer may be its RESULT lost and sent again), or
+ * when the switch acknowledged one of its retransmissions or QUERYs: a DATA
+ * of it was in
  * and the round waited for other ranks, which is what the timer has to
  * learn on machines whose cores ranks share. (Karn's rule alone would keep
  * exactly those rounds out: when every chunk of a collective waits for a
@@ -464,9 +469,10 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	void *owner = e->owner;
 	uint32_t idx = e->idx;
 
-	if (e->tries == 0 || e->acked)
+	if ((e->tries == 0 && !e->queried) || e->acked)
 		rtt_sample(w, now - e->t_first);
 	w->results++;
+	w->query_backoff = 0;
 	/* WAIT: older rounds that hold this rank's DATA wait for others (loss_evident()) */
 	if (!(f->flags & CAIS_F_WAIT)) {
 		w->cleared = true;
@@ -764,6 +770,66 @@ cold(const struct ag_window *w, uint64_t now)
 	return false;
 }
 
+/*
+ * QUERY (docs/PROTOCOL.md E12). A rank that hears no RESULT for a while
+ * cannot tell a round that waits for a slow rank from a DATA of its own
+ * that was lost, and at a collective's end no later round completes to
+ * NACK it (E11): only a timer would tell. So it asks: a header-only copy
+ * of the newest chunk it sent, flagged QUERY, on the same flow behind that
+ * DATA and every earlier one. The switch answers from the round's state: an
+ * ACK (in, the round waits; and a NACK of each older round that misses this
+ * rank's DATA), a NACK (not in: lost, sent again at once), or the RESULT
+ * again (the round is complete: the RESULT was lost). The first goes a
+ * configured timer after the later of the last RESULT, the last QUERY and
+ * that chunk's last send; the interval doubles per QUERY until a RESULT
+ * comes, six times at most (32 ms at the default 500 us). A switch that does not answer QUERYs (the
+ * P4 profile drops them as malformed) leaves the timers of E6 to do it.
+ */
+static struct ag_window_entry *
+newest_sent(const struct ag_window *w)
+{
+	for (uint32_t seq = w->next; seq != w->base; seq--) {
+		struct ag_window_entry *e = entry(w, seq - 1);
+
+		if (holds(e, seq - 1) && !e->unsent)
+			return e;
+	}
+	return NULL;
+}
+
+/* When the next QUERY about e, the newest chunk sent, is due. */
+static uint64_t
+query_due(const struct ag_window *w, const struct ag_window_entry *e)
+{
+	uint64_t since = e->t_sent;
+
+	if (w->heard_result > since)
+		since = w->heard_result;
+	if (w->last_query > since)
+		since = w->last_query;
+	return since + (retx_floor(w) << w->query_backoff);
+}
+
+static void
+query(struct ag_window *w, uint64_t now)
+{
+	struct ag_window_entry *e = newest_sent(w);
+	struct cais_hdr h;
+
+	if (w->conf.no_query || !e || (int64_t)(now - query_due(w, e)) < 0)
+		return;
+	h = e->hdr;
+	h.flags = CAIS_F_QUERY;
+	w->last_query = now;
+	if (sendto(w->fd, &h, CAIS_HDR_LEN, MSG_DONTWAIT, (const struct sockaddr *)&w->conf.sw,
+		   sizeof(w->conf.sw)) != CAIS_HDR_LEN)
+		return; /* the socket is full: asked again an interval later */
+	if (w->query_backoff < 6)
+		w->query_backoff++;
+	e->queried = true;
+	count(&w->st.queries, 1);
+}
+
 void
 ag_window_tx(struct ag_window *w, uint64_t now)
 {
@@ -820,6 +886,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 			break;
 	}
 	batch_flush(w, &b, now);
+	query(w, now);
 	for (unsigned int i = 0; i < n_silent; i++)
 		if (ag_window_state(w, silent[i].seq) == AG_W_SILENT)
 			w->ev.silent(w->ev.ctx, silent[i].owner, silent[i].seq);
@@ -830,9 +897,12 @@ ag_window_next_timer(const struct ag_window *w, uint64_t now)
 {
 	uint64_t t = UINT64_MAX;
 	bool wait_first = cold(w, now);
+	const struct ag_window_entry *newest = newest_sent(w);
 
 	if (w->blocked)
 		return now + 100000; /* a tenth of a millisecond: try the socket again */
+	if (newest && !w->conf.no_query)
+		t = query_due(w, newest);
 	for (uint32_t seq = w->base; seq != w->next; seq++) {
 		const struct ag_window_entry *e = entry(w, seq);
 
@@ -862,4 +932,5 @@ ag_window_stats(const struct ag_window *w, struct ag_window_stats *out)
 	out->acks = __atomic_load_n(&w->st.acks, __ATOMIC_RELAXED);
 	out->send_errors = __atomic_load_n(&w->st.send_errors, __ATOMIC_RELAXED);
 	out->nacks = __atomic_load_n(&w->st.nacks, __ATOMIC_RELAXED);
+	out->queries = __atomic_load_n(&w->st.queries, __ATOMIC_RELAXED);
 }

@@ -4,8 +4,9 @@
  * The switch window of PROTOCOL.md section 3, for one UDP flow: the socket,
  * the chunks in flight (at most S, and chunk seq + S only after the result of
  * seq), their retransmission with an adaptive timer (RTT estimate, backoff),
- * RESULT, REJECT and ACK reception (E5: an ACKed chunk's round waits for
- * others; it backs off and does not count towards silence).
+ * RESULT, REJECT and ACK reception (E6: an ACKed chunk's round waits for
+ * others; it backs off and does not count towards silence), NACKs (E11) and
+ * QUERYs (E12: a stall asks the switch whether the newest chunk's DATA is in).
  *
  * The window knows chunks, not collectives: each chunk carries an opaque
  * owner and an index, given back in the events (struct ag_window_events)
@@ -67,6 +68,7 @@ struct ag_window_conf {
 	 */
 	uint32_t first_timeout_us;
 	uint32_t retries;	  /**< unacknowledged retransmissions before a chunk may be silent */
+	bool no_query;		  /**< send no QUERY (E12; tests of the other rules) */
 	struct sockaddr_in local; /**< this rank's data address (the socket binds it) */
 	struct sockaddr_in sw;	  /**< the aggregator */
 };
@@ -100,6 +102,7 @@ struct ag_window_stats {
 	uint64_t results_ignored; /**< RESULTs not in flight (duplicate, stale) */
 	uint64_t acks;		  /**< ACKs of chunks in flight (E6) */
 	uint64_t nacks;		  /**< NACKs of chunks in flight (E11) */
+	uint64_t queries;	  /**< QUERYs sent (E12) */
 	uint64_t send_errors;	  /**< DATA the socket refused for good (a firewall, the MTU) */
 };
 

@@ -196,6 +196,7 @@ struct cais_metrics {
 	double p50_us, p90_us, p99_us;	  /**< completion time percentiles, all collectives */
 	double fallback_rate;		  /**< fallback / collectives (alarm above 0.1) */
 	uint64_t nacks;			  /**< NACKs of chunks in flight: a DATA lost (E11) */
+	uint64_t queries;		  /**< QUERYs sent: no RESULT came for a while (E12) */
 };
 
 struct cais_comm;

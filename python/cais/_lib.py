@@ -116,7 +116,8 @@ class cais_metrics(ctypes.Structure):
                 ("p90_us", ctypes.c_double),
                 ("p99_us", ctypes.c_double),
                 ("fallback_rate", ctypes.c_double),
-                ("nacks", ctypes.c_uint64)]
+                ("nacks", ctypes.c_uint64),
+                ("queries", ctypes.c_uint64)]
 
 
 class cais_join(ctypes.Structure):

@@ -472,11 +472,20 @@ for f in "$WORK"/b-*.h*.log; do
 	nacked=$((nacked + ${n:-0}))
 done
 [ "$nacked" -gt 0 ] || case_fail "b: the ranks counted no NACK (cais_metrics.nacks)"
+# a rank that hears no RESULT for a while asks (E12): the ranks sent QUERYs, the switch took them
+queried=0
+for f in "$WORK"/b-*.h*.log; do
+	n=$(grep -o ' queries [0-9]*' "$f" | tail -n 1 | awk '{ print $2 }')
+	queried=$((queried + ${n:-0}))
+done
+taken=$(grep -o 'QUERYs [0-9]*' "$SWLOG.prev" | tail -n 1 | awk '{ print $2 }')
+[ "$queried" -gt 0 ] || case_fail "b: the ranks sent no QUERY (cais_metrics.queries)"
+[ "${taken:-0}" -gt 0 ] || case_fail "b: the switch took no QUERY (${taken:-?})"
 in_net=0 total=0
 for f in "$WORK"/b-*.h1.log; do
 	in_net=$((in_net + $(field "$f" in_network))) total=$((total + $(field "$f" collectives)))
 done
-say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt and sent $nacks NACKs; the ranks took $nacked for chunks in flight"
+say "b: $in_net of $total collectives of rank 0 in-network under 5% loss; the switch dropped $lost frames on receipt and sent $nacks NACKs; the ranks took $nacked for chunks in flight, sent $queried QUERYs, of which the switch took $taken"
 case_end b
 
 # ====================================================================

@@ -71,6 +71,7 @@ main(void)
 	OFF(cais_metrics, p99_us);
 	OFF(cais_metrics, fallback_rate);
 	OFF(cais_metrics, nacks);
+	OFF(cais_metrics, queries);
 	SZ(cais_join);
 	OFF(cais_join, manager);
 	OFF(cais_join, key_file);

@@ -42,7 +42,10 @@ struct fixture {
 	uint8_t last[NCHUNK][CAIS_HDR_LEN + 4 * ELEMS]; /* the last DATA of each seq */
 	atomic_uint retx;
 	unsigned int results, silent;
-	uint64_t silent_at; /* the clock at the first silent event */
+	unsigned int queries;	/* QUERYs the window sent (E12) */
+	uint32_t query_seq;	/* ... the last one's seq */
+	unsigned int retx_seqs; /* the seqs retransmitted since the test last cleared it */
+	uint64_t silent_at;	/* the clock at the first silent event */
 	uint64_t now;
 };
 
@@ -73,8 +76,9 @@ on_silent(void *ctx, void *owner, uint32_t seq)
 		f->silent_at = f->now;
 }
 
-/* ag_window_conf.first_timeout_us of the next fixture (0: the floor) */
+/* ag_window_conf.first_timeout_us of the next fixture (0: the floor), and no_query */
 static uint32_t first_timeout_us;
+static bool no_query;
 
 static int
 open_window(void **state)
@@ -87,7 +91,8 @@ open_window(void **state)
 				      .elems = ELEMS,
 				      .retx_timeout_us = 1000,
 				      .first_timeout_us = first_timeout_us,
-				      .retries = 8};
+				      .retries = 8,
+				      .no_query = no_query};
 	struct ag_window_events ev = {
 	    .ctx = &f, .result = on_result, .reject = on_reject, .silent = on_silent};
 	socklen_t l = sizeof(conf.sw);
@@ -140,17 +145,29 @@ teardown(void **state)
 	ag_window_close(f->w);
 	close(f->sw);
 	first_timeout_us = 0;
+	no_query = false;
 	return 0;
+}
+
+/* The timers of chunks alone (they are what next_timer() gives): no QUERY. */
+static int
+setup_no_query(void **state)
+{
+	no_query = true;
+	return setup(state);
 }
 
 static int
 setup_first_timer(void **state)
 {
 	first_timeout_us = 5000;
-	return setup(state);
+	return setup_no_query(state);
 }
 
-/* The DATA the window sent since the last call: how many were retransmissions. */
+/*
+ * The DATA the window sent since the last call: how many were
+ * retransmissions. QUERYs (header only: E12) are counted apart.
+ */
 static unsigned int
 retransmitted(struct fixture *f, unsigned int *fresh)
 {
@@ -165,12 +182,23 @@ retransmitted(struct fixture *f, unsigned int *fresh)
 		cais_hdr_read((const struct cais_hdr *)buf, &h);
 		assert_int_equal(h.type, CAIS_TYPE_DATA);
 		assert_true(h.seq < NCHUNK);
+		if (h.flags & CAIS_F_QUERY) {
+			/* only the flag, the chunk's fields, no payload */
+			assert_int_equal(h.flags, CAIS_F_QUERY);
+			assert_int_equal(h.count, ELEMS);
+			assert_int_equal((size_t)len, CAIS_HDR_LEN);
+			f->queries++;
+			f->query_seq = h.seq;
+			continue;
+		}
 		assert_int_equal((size_t)len, sizeof(f->last[0]));
 		memcpy(f->last[h.seq], buf, (size_t)len);
-		if (h.flags & CAIS_F_RETX)
+		if (h.flags & CAIS_F_RETX) {
 			r++;
-		else
+			f->retx_seqs |= 1u << h.seq;
+		} else {
 			n++;
+		}
 	}
 	assert_int_equal(errno, EAGAIN);
 	if (fresh)
@@ -404,6 +432,57 @@ t_nack(void **state)
 }
 
 /*
+ * QUERY (E12): a timer (1 ms) without a RESULT since the newest chunk went,
+ * the window asks about that chunk; the interval doubles per QUERY until a
+ * RESULT, after which the newest chunk still held is asked about a timer
+ * later. A NACK sends it again at once, an ACK marks it ACKED.
+ */
+static void
+t_query(void **state)
+{
+	struct fixture *f = *state;
+	struct ag_window_stats st;
+
+	send_chunks(f);
+	tx_at(f, 0.9);
+	assert_int_equal(f->queries, 0);
+	tx_at(f, 1.0);
+	assert_int_equal(f->queries, 1);
+	assert_int_equal(f->query_seq, 3);
+	tx_at(f, 2.9); /* the next after two timers */
+	assert_int_equal(f->queries, 1);
+	tx_at(f, 3.0);
+	assert_int_equal(f->queries, 2);
+	assert_int_equal(f->query_seq, 3);
+	answer_at(f, 3, CAIS_TYPE_RESULT, 3.5); /* back to one timer, after the RESULT */
+	tx_at(f, 4.4);
+	assert_int_equal(f->queries, 2);
+	tx_at(f, 4.5);
+	assert_int_equal(f->queries, 3);
+	assert_int_equal(f->query_seq, 2); /* the newest still in flight */
+	f->retx_seqs = 0;
+	answer_at(f, 2, CAIS_TYPE_NACK, 4.6); /* not in: lost */
+	tx_at(f, 4.6);
+	assert_true(f->retx_seqs & (1u << 2));
+	answer_at(f, 1, CAIS_TYPE_ACK, 4.7);
+	assert_int_equal(ag_window_state(f->w, 1), AG_W_ACKED);
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.queries, 3);
+}
+
+/* The poll loop's timer covers the QUERY: an ACKed chunk looks again after the floor. */
+static void
+t_query_timer(void **state)
+{
+	struct fixture *f = *state;
+
+	ag_window_send(f->w, 0, 1, CAIS_DT_FIXED32, ELEMS, f->payload[0], f, 0, &f->retx);
+	assert_int_equal(tx_at(f, 0), 0);
+	answer_at(f, 0, CAIS_TYPE_ACK, 0.2); /* its timer: 1.2 ms */
+	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + MS);
+}
+
+/*
  * Before the switch has answered the flow at all, one chunk is in flight:
  * the others would wait in the kernel's neighbour queue while ARP resolves
  * the switch's address, and most would be lost. Its RESULT opens the
@@ -507,10 +586,12 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_late_ack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_probe_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_silent, setup, teardown),
-	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup_no_query, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_evidence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_evidence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_nack, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_timer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
