@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <netinet/ip.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cais/proto.h>
@@ -782,8 +783,11 @@ cold(const struct ag_window *w, uint64_t now)
  * again (the round is complete: the RESULT was lost). The first goes a
  * configured timer after the later of the last RESULT, the last QUERY and
  * that chunk's last send; the interval doubles per QUERY until a RESULT
- * comes, six times at most (32 ms at the default 500 us). A switch that does not answer QUERYs (the
- * P4 profile drops them as malformed) leaves the timers of E6 to do it.
+ * comes, six times at most (32 ms at the default 500 us); not while the
+ * socket holds datagrams not read yet (a thread descheduled past the timer
+ * reads the RESULTs that came meanwhile first). A switch that does not
+ * answer QUERYs (the P4 profile drops them as malformed) leaves the timers
+ * of E6 to do it.
  */
 static struct ag_window_entry *
 newest_sent(const struct ag_window *w)
@@ -816,7 +820,12 @@ query(struct ag_window *w, uint64_t now)
 	struct ag_window_entry *e = newest_sent(w);
 	struct cais_hdr h;
 
+	struct pollfd in = {.fd = w->fd, .events = POLLIN};
+
 	if (w->conf.no_query || !e || (int64_t)(now - query_due(w, e)) < 0)
+		return;
+	/* answers not read yet (the thread was descheduled): read them first */
+	if (poll(&in, 1, 0) > 0)
 		return;
 	h = e->hdr;
 	h.flags = CAIS_F_QUERY;

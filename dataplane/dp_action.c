@@ -197,9 +197,11 @@ resend(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *
  * A QUERY found member r's DATA of seq in its open round (E12): r's DATA of
  * the older rounds of the same flow (seqs equal to seq modulo the member's
  * flows, E7) left before it, on the same path. Each such round open on this
- * lcore that misses r lost it: r gets a NACK for it. The rounds from
- * pt->older (the oldest that may be open) are looked at, DP_WAIT_SCAN at
- * most, the newest.
+ * lcore that misses r lost it: r gets a NACK for it, within the round's
+ * NACK gap (E11: its last NACKs went DP_NACK_GAP_US before, or none did),
+ * so that QUERYs after a retransmission still on its way do not send it
+ * again. The rounds from pt->older (the oldest that may be open) are looked
+ * at, DP_WAIT_SCAN at most, the newest.
  */
 static void
 query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
@@ -212,13 +214,16 @@ query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_p
 	y += (seq - y) % k; /* the first of the flow's seqs */
 	for (; cais_seq_before(y, seq); y += k) {
 		unsigned int si;
-		const struct dp_slot *sl;
+		struct dp_slot *sl;
 
 		if (dp_slot_of(lc->sw, cais_slot_field(y, s->pool), &si) != lc->idx)
 			continue; /* another lcore's round */
 		sl = &pt->slots[si];
-		if (sl->state == DP_SLOT_OPEN && sl->seq == y && !dp_slot_seen(sl, r))
+		if (sl->state == DP_SLOT_OPEN && sl->seq == y && !dp_slot_seen(sl, r) &&
+		    (sl->t_nack == 0 || elapsed_us(lc, sl->t_nack, DP_NACK_GAP_US))) {
 			dp_reply_nack(lc, s, sl, r);
+			sl->t_nack = lc->now;
+		}
 	}
 }
 

@@ -215,9 +215,9 @@ tx_at(struct fixture *f, double t_ms)
 	return retransmitted(f, NULL);
 }
 
-/* The switch answers seq (ACK, NACK or RESULT, with flags) at time t; the window reads it. */
+/* The switch answers seq (ACK, NACK or RESULT, with flags); the window has it to read. */
 static void
-answer_flags_at(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags, double t_ms)
+answer_send(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags)
 {
 	uint8_t buf[sizeof(f->last[0])];
 	struct cais_fields h;
@@ -238,6 +238,13 @@ answer_flags_at(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags, do
 	    sendto(f->sw, buf, len, 0, (const struct sockaddr *)&f->host, sizeof(f->host)),
 	    (ssize_t)len);
 	assert_int_equal(poll(&p, 1, 1000), 1);
+}
+
+/* The switch answers seq (ACK, NACK or RESULT, with flags) at time t; the window reads it. */
+static void
+answer_flags_at(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags, double t_ms)
+{
+	answer_send(f, seq, type, flags);
 	f->now = (uint64_t)((double)T0 + t_ms * MS);
 	ag_window_rx(f->w, f->now);
 }
@@ -470,6 +477,23 @@ t_query(void **state)
 	assert_int_equal(st.queries, 3);
 }
 
+/* No QUERY while answers wait in the socket: they are read first. */
+static void
+t_query_reads_first(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	answer_send(f, 0, CAIS_TYPE_ACK, 0); /* not read yet */
+	tx_at(f, 1.0);
+	assert_int_equal(f->queries, 0);
+	f->now = T0 + MS;
+	ag_window_rx(f->w, f->now);
+	tx_at(f, 1.0);
+	assert_int_equal(f->queries, 1);
+	assert_int_equal(f->query_seq, 3);
+}
+
 /* The poll loop's timer covers the QUERY: an ACKed chunk looks again after the floor. */
 static void
 t_query_timer(void **state)
@@ -592,6 +616,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_timer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_reads_first, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
