@@ -456,12 +456,12 @@ handle_nack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
  * is a sample for the timer when the chunk was never retransmitted nor
  * asked about (a QUERY's answer may be its RESULT lost and sent again), or
  * when the switch acknowledged one of its retransmissions or QUERYs: a DATA
- * of it was in
- * and the round waited for other ranks, which is what the timer has to
- * learn on machines whose cores ranks share. (Karn's rule alone would keep
- * exactly those rounds out: when every chunk of a collective waits for a
- * late rank, every one is probed or burst, and the timer would never learn
- * the wait. Where the first DATA was lost the sample is one timer long.)
+ * of it was in and the round waited for other ranks, which is what the
+ * timer has to learn on machines whose cores ranks share. (Karn's rule
+ * alone would keep exactly those rounds out: when every chunk of a
+ * collective waits for a late rank, every one is probed or burst, and the
+ * timer would never learn the wait. Where the first DATA was lost the
+ * sample is one timer long.)
  */
 static void
 handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
@@ -818,9 +818,8 @@ static void
 query(struct ag_window *w, uint64_t now)
 {
 	struct ag_window_entry *e = newest_sent(w);
-	struct cais_hdr h;
-
 	struct pollfd in = {.fd = w->fd, .events = POLLIN};
+	struct cais_hdr h;
 
 	if (w->conf.no_query || !e || (int64_t)(now - query_due(w, e)) < 0)
 		return;

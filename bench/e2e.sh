@@ -115,6 +115,9 @@ writes CSV.
                    that it works, not a speed)
   --help           this text
 
+Environment: E2E_KEEP=1 keeps the logs (the switch's, every rank's) of a
+run that passed, and says where; a failed run always keeps them.
+
 Times: per size the median over the timed iterations of each rank's
 all-reduce, issue to completion, after an untimed line-up of every rank (and
 another before its result is checked, so that no rank checks while another
@@ -265,6 +268,8 @@ cleanup() {
 	rm -rf "/var/run/dpdk/$PREFIX"
 	if [ "$rc" -ne 0 ]; then
 		echo "$PROG: failed (status $rc); logs kept in $WORK" >&2
+	elif [ -n "${E2E_KEEP:-}" ]; then
+		echo "$PROG: logs kept in $WORK (E2E_KEEP)" >&2
 	else
 		rm -rf "$WORK"
 	fi

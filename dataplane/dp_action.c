@@ -209,6 +209,8 @@ query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_p
 {
 	uint32_t k = s->members[r].n_ports, y = pt->older;
 
+	if (!cais_seq_before(y, seq))
+		return; /* none before it is open */
 	if (seq - y > DP_WAIT_SCAN)
 		y = seq - DP_WAIT_SCAN;
 	y += (seq - y) % k; /* the first of the flow's seqs */
