@@ -179,6 +179,26 @@ older_open(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 }
 
 /*
+ * A local rank waits for leaf round sl's RESULT from the spine (E9): its
+ * partial goes up again, at most once per DP_UPLINK_RESEND_US a round.
+ */
+static void
+up_again(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, const int64_t *acc)
+{
+	struct rte_mbuf *up;
+
+	if (!elapsed_us(lc, sl->t_up, DP_UPLINK_RESEND_US))
+		return;
+	up = rte_pktmbuf_alloc(lc->sw->pool);
+	if (unlikely(!up)) {
+		lc->c.drops[DP_DROP_NO_MBUF]++;
+		return;
+	}
+	sl->t_up = lc->now;
+	dp_reply_uplink(lc, s, sl, acc, up, true);
+}
+
+/*
  * The stored RESULT of complete round sl again, to member r in DATA m (its
  * retransmission or QUERY), with WAIT where an older open round has r.
  */
@@ -235,7 +255,9 @@ query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_p
  * QUERY, within the sender's ACK budget: a NACK when the DATA is not in (no
  * round of seq yet, or one that misses r: it was lost), an ACK when it is
  * and the round waits (with loss_hints, and NACKs of r's older rounds that
- * miss it, query_older()), the stored RESULT when the round is complete.
+ * miss it, query_older(); a leaf's round that waits for the spine sends
+ * its partial up again, as for a retransmission), the stored RESULT when
+ * the round is complete.
  * A stale or inconsistent QUERY is dropped, as its DATA would be. Nothing
  * is added nor changed.
  */
@@ -245,7 +267,8 @@ query(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, unsign
 	struct dp_session *s = t->s;
 	struct dp_session_part *pt = &s->part[lc->idx];
 	const struct cais_hdr *h = dp_mbuf_cais(m);
-	const struct dp_slot *sl = &pt->slots[si];
+	struct dp_slot *sl = &pt->slots[si];
+	int64_t *acc = pt->acc + (size_t)si * s->elems;
 	uint8_t r = dp_member_of(s, h->rank);
 	uint32_t seq = rte_be_to_cpu_32(h->seq);
 	enum dp_verdict v =
@@ -267,7 +290,10 @@ query(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *t, unsign
 	case DP_V_ADD:
 		return dp_reply_answer(lc, m, sl, CAIS_TYPE_NACK);
 	case DP_V_RESEND:
-		return resend(lc, s, pt, sl, pt->acc + (size_t)si * s->elems, m, r);
+		return resend(lc, s, pt, sl, acc, m, r);
+	case DP_V_UP_WAIT:
+		up_again(lc, s, sl, acc);
+		/* fall through */
 	default: /* DUPLICATE, UP_WAIT: in, the round waits */
 		if (s->loss_hints)
 			query_older(lc, s, pt, seq, r);
@@ -340,16 +366,7 @@ dp_action_data(struct dp_lcore *lc, struct rte_mbuf *m, const struct dp_tensor *
 		sc->duplicates++;
 		if (!(h->flags & CAIS_F_RETX))
 			return dp_drop(lc, m, DP_DROP_DUPLICATE);
-		if (elapsed_us(lc, sl->t_up, DP_UPLINK_RESEND_US)) {
-			struct rte_mbuf *up = rte_pktmbuf_alloc(sw->pool);
-
-			if (unlikely(!up)) {
-				lc->c.drops[DP_DROP_NO_MBUF]++;
-			} else {
-				sl->t_up = lc->now;
-				dp_reply_uplink(lc, s, sl, acc, up, true);
-			}
-		}
+		up_again(lc, s, sl, acc);
 		return dp_reply_ack(lc, m, sl);
 	case DP_V_RESEND:
 		return resend(lc, s, pt, sl, acc, m, dp_member_of(s, h->rank));

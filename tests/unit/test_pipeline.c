@@ -1930,8 +1930,8 @@ up_counters(unsigned int t, unsigned int s, uint64_t *v)
 
 /*
  * A leaf: the partial sum goes up (exact, PARTIAL64, its uplink rank), no
- * RESULT before the spine's; a local retransmission is ACKed and sends the
- * partial again; the spine's RESULT (its sums, not the leaf's) reaches every
+ * RESULT before the spine's; a local retransmission or QUERY is ACKed and
+ * sends the partial again; the spine's RESULT (its sums, not the leaf's) reaches every
  * local rank, and a lost one is resent; answers from anyone but the uplink,
  * repeated ones and ACKs change nothing; the spine's REJECT reaches every
  * local rank with the dtype they sent.
@@ -1973,6 +1973,18 @@ t_uplink(void **state)
 		}
 	}
 	tenv_clear(E);
+	/* a local rank's QUERY (E12) does the same; within the resend gap, the ACK alone */
+	usleep(2000);
+	send_query(&c, 3);
+	assert_int_equal(E->n_cap, 2);
+	for (unsigned int k = 0; k < 2; k++)
+		cap_msg(k, E->cap[k].port == 3 ? 3 : SP_PORT,
+			E->cap[k].port == 3 ? CAIS_TYPE_ACK : CAIS_TYPE_DATA);
+	tenv_clear(E);
+	send_query(&c, 0);
+	assert_int_equal(E->n_cap, 1);
+	cap_msg(0, 0, CAIS_TYPE_ACK);
+	tenv_clear(E);
 
 	/* the spine's RESULT: what every rank gets is the spine's sums */
 	for (unsigned int i = 0; i < 64; i++) {
@@ -2013,8 +2025,8 @@ t_uplink(void **state)
 	}
 	tenv_clear(E);
 	up_counters(2, 70, v);
-	assert_int_equal(v[0], 3); /* c, c again, d */
-	assert_int_equal(v[1], 1);
+	assert_int_equal(v[0], 4); /* c, c again (a retransmission, a QUERY), d */
+	assert_int_equal(v[1], 2);
 	assert_int_equal(v[2], 1);
 	assert_int_equal(v[3], 1);
 	assert_int_equal(v[4], 1);
