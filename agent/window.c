@@ -780,10 +780,12 @@ cold(const struct ag_window *w, uint64_t now)
  * DATA and every earlier one. The switch answers from the round's state: an
  * ACK (in, the round waits; and a NACK of each older round that misses this
  * rank's DATA), a NACK (not in: lost, sent again at once), or the RESULT
- * again (the round is complete: the RESULT was lost). The first goes a
- * configured timer after the later of the last RESULT, the last QUERY and
- * that chunk's last send; the interval doubles per QUERY until a RESULT
- * comes, six times at most (32 ms at the default 500 us); not while the
+ * again (the round is complete: the RESULT was lost). The first goes the
+ * flow's smoothed round trip (its RESULTs' time, waits for other ranks
+ * included; the configured timer at least) after the later of the last
+ * RESULT, the last QUERY and that chunk's last send: sooner, most QUERYs
+ * would only cross their RESULT. The interval doubles per QUERY until a
+ * RESULT comes, six times at most; not while the
  * socket holds datagrams not read yet (a thread descheduled past the timer
  * reads the RESULTs that came meanwhile first). A switch that does not
  * answer QUERYs (the P4 profile drops them as malformed) leaves the timers
@@ -805,13 +807,13 @@ newest_sent(const struct ag_window *w)
 static uint64_t
 query_due(const struct ag_window *w, const struct ag_window_entry *e)
 {
-	uint64_t since = e->t_sent;
+	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
 
 	if (w->heard_result > since)
 		since = w->heard_result;
 	if (w->last_query > since)
 		since = w->last_query;
-	return since + (retx_floor(w) << w->query_backoff);
+	return since + (gap << w->query_backoff);
 }
 
 static void

@@ -477,6 +477,31 @@ t_query(void **state)
 	assert_int_equal(st.queries, 3);
 }
 
+/*
+ * Once a RESULT gave an RTT sample longer than the timer, the QUERY waits
+ * that long: a round trip without a RESULT is no news. (seq 0's RESULT
+ * after an ACK is a sample of 3 ms.)
+ */
+static void
+t_query_srtt(void **state)
+{
+	struct fixture *f = *state;
+
+	ag_window_send(f->w, 0, 1, CAIS_DT_FIXED32, ELEMS, f->payload[0], f, 0, &f->retx);
+	assert_int_equal(tx_at(f, 0), 0);
+	answer_at(f, 0, CAIS_TYPE_ACK, 0.5); /* its timer: 1.5 ms */
+	tx_at(f, 1.0);
+	assert_int_equal(f->queries, 1);
+	answer_at(f, 0, CAIS_TYPE_RESULT, 3.0);
+	ag_window_send(f->w, 1, 1, CAIS_DT_FIXED32, ELEMS, f->payload[1], f, 1, &f->retx);
+	assert_int_equal(tx_at(f, 3.0), 0);
+	tx_at(f, 5.9);
+	assert_int_equal(f->queries, 1);
+	tx_at(f, 6.0);
+	assert_int_equal(f->queries, 2);
+	assert_int_equal(f->query_seq, 1);
+}
+
 /* No QUERY while answers wait in the socket: they are read first. */
 static void
 t_query_reads_first(void **state)
@@ -617,6 +642,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_timer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_reads_first, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
