@@ -84,6 +84,13 @@ round_started(struct dp_session_part *pt, struct dp_slot *sl)
 	}
 }
 
+/* Round sl's last NACKs went DP_NACK_GAP_US before, or none did (E11, E12). */
+static inline bool
+nack_gap_over(const struct dp_lcore *lc, const struct dp_slot *sl)
+{
+	return sl->t_nack == 0 || elapsed_us(lc, sl->t_nack, DP_NACK_GAP_US);
+}
+
 /*
  * Whether open round y (in sl) gets NACKs now that round seq completed:
  * they are 2, 4, 8, ... of this lcore's rounds apart, and y's last NACKs
@@ -97,8 +104,7 @@ nack_due(const struct dp_lcore *lc, const struct dp_slot *sl, uint32_t y, uint32
 
 	if (sw->n_lcores > 1)
 		d = rte_reciprocal_divide(d, sw->lc_div);
-	return d >= 2 && (d & (d - 1)) == 0 &&
-	       (sl->t_nack == 0 || elapsed_us(lc, sl->t_nack, DP_NACK_GAP_US));
+	return d >= 2 && (d & (d - 1)) == 0 && nack_gap_over(lc, sl);
 }
 
 /* NACK every member that open round sl (n members) misses. */
@@ -242,7 +248,7 @@ query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_p
 			continue; /* another lcore's round */
 		sl = &pt->slots[si];
 		if (sl->state == DP_SLOT_OPEN && sl->seq == y && !dp_slot_seen(sl, r) &&
-		    (sl->t_nack == 0 || elapsed_us(lc, sl->t_nack, DP_NACK_GAP_US))) {
+		    nack_gap_over(lc, sl)) {
 			dp_reply_nack(lc, s, sl, r);
 			sl->t_nack = lc->now;
 		}

@@ -438,6 +438,18 @@ t_nack(void **state)
 	assert_int_equal(atomic_load(&f->retx), 4);
 }
 
+#define ANY_SEQ UINT32_MAX
+
+/* tx at time t (ms): the window has sent n QUERYs in all, the last one of seq (or ANY_SEQ). */
+static void
+queries_at(struct fixture *f, double t_ms, unsigned int n, uint32_t seq)
+{
+	tx_at(f, t_ms);
+	assert_int_equal(f->queries, n);
+	if (seq != ANY_SEQ)
+		assert_int_equal(f->query_seq, seq);
+}
+
 /*
  * QUERY (E12): a timer (1 ms) without a RESULT since the newest chunk went,
  * the window asks about that chunk; the interval doubles per QUERY until a
@@ -451,22 +463,13 @@ t_query(void **state)
 	struct ag_window_stats st;
 
 	send_chunks(f);
-	tx_at(f, 0.9);
-	assert_int_equal(f->queries, 0);
-	tx_at(f, 1.0);
-	assert_int_equal(f->queries, 1);
-	assert_int_equal(f->query_seq, 3);
-	tx_at(f, 2.9); /* the next after two timers */
-	assert_int_equal(f->queries, 1);
-	tx_at(f, 3.0);
-	assert_int_equal(f->queries, 2);
-	assert_int_equal(f->query_seq, 3);
+	queries_at(f, 0.9, 0, ANY_SEQ);
+	queries_at(f, 1.0, 1, 3);
+	queries_at(f, 2.9, 1, ANY_SEQ); /* the next after two timers */
+	queries_at(f, 3.0, 2, 3);
 	answer_at(f, 3, CAIS_TYPE_RESULT, 3.5); /* back to one timer, after the RESULT */
-	tx_at(f, 4.4);
-	assert_int_equal(f->queries, 2);
-	tx_at(f, 4.5);
-	assert_int_equal(f->queries, 3);
-	assert_int_equal(f->query_seq, 2); /* the newest still in flight */
+	queries_at(f, 4.4, 2, ANY_SEQ);
+	queries_at(f, 4.5, 3, 2); /* the newest still in flight */
 	f->retx_seqs = 0;
 	answer_at(f, 2, CAIS_TYPE_NACK, 4.6); /* not in: lost */
 	tx_at(f, 4.6);
@@ -490,16 +493,12 @@ t_query_srtt(void **state)
 	ag_window_send(f->w, 0, 1, CAIS_DT_FIXED32, ELEMS, f->payload[0], f, 0, &f->retx);
 	assert_int_equal(tx_at(f, 0), 0);
 	answer_at(f, 0, CAIS_TYPE_ACK, 0.5); /* its timer: 1.5 ms */
-	tx_at(f, 1.0);
-	assert_int_equal(f->queries, 1);
+	queries_at(f, 1.0, 1, ANY_SEQ);
 	answer_at(f, 0, CAIS_TYPE_RESULT, 3.0);
 	ag_window_send(f->w, 1, 1, CAIS_DT_FIXED32, ELEMS, f->payload[1], f, 1, &f->retx);
 	assert_int_equal(tx_at(f, 3.0), 0);
-	tx_at(f, 5.9);
-	assert_int_equal(f->queries, 1);
-	tx_at(f, 6.0);
-	assert_int_equal(f->queries, 2);
-	assert_int_equal(f->query_seq, 1);
+	queries_at(f, 5.9, 1, ANY_SEQ);
+	queries_at(f, 6.0, 2, 1);
 }
 
 /* No QUERY while answers wait in the socket: they are read first. */
@@ -510,13 +509,10 @@ t_query_reads_first(void **state)
 
 	send_chunks(f);
 	answer_send(f, 0, CAIS_TYPE_ACK, 0); /* not read yet */
-	tx_at(f, 1.0);
-	assert_int_equal(f->queries, 0);
+	queries_at(f, 1.0, 0, ANY_SEQ);
 	f->now = T0 + MS;
 	ag_window_rx(f->w, f->now);
-	tx_at(f, 1.0);
-	assert_int_equal(f->queries, 1);
-	assert_int_equal(f->query_seq, 3);
+	queries_at(f, 1.0, 1, 3);
 }
 
 /* The poll loop's timer covers the QUERY: an ACKed chunk looks again after the floor. */
