@@ -48,6 +48,8 @@ static struct tf_end SP;
 
 /* Fields the next session.add has besides these (JSON members and a comma), or NULL. */
 static const char *session_extra;
+/* Flows (E7 "ports") of member r of the next session.add, where not 0. */
+static unsigned int session_ports[N_PORTS];
 
 /*
  * Session (t, s) of n members H[first..first+n-1], pool `slots`, E elems;
@@ -74,8 +76,9 @@ session_hosts(unsigned int t, unsigned int s, unsigned int first, unsigned int n
 		k +=
 		    snprintf(buf + k, sizeof(buf) - (size_t)k,
 			     "%s{\"rank\":%u,\"mac\":\"02:00:00:00:00:%02x\",\"ip\":\"10.0.0.%u\","
-			     "\"port\":%u}",
-			     r ? "," : "", r0 + r, first + r + 1, first + r + 1, 40000 + first + r);
+			     "\"port\":%u,\"ports\":%u}",
+			     r ? "," : "", r0 + r, first + r + 1, first + r + 1, 40000 + first + r,
+			     session_ports[r] ? session_ports[r] : 1);
 	k += snprintf(buf + k, sizeof(buf) - (size_t)k, "]");
 	if (up_rank >= 0)
 		k += snprintf(buf + k, sizeof(buf) - (size_t)k,
@@ -309,6 +312,7 @@ static int
 setup(void **state)
 {
 	(void)state;
+	tenv_addrs(&AGG, H, N_PORTS); /* each test's own: one may move a host's port (E7 flows) */
 	E = tenv_create(&AGG, N_PORTS, 1);
 	session(1, 1, 4, 8, 64);
 	tensor(1, 1, 1, "sum");
@@ -724,6 +728,50 @@ t_query(void **state)
 	print_message("%u QUERYs: %u answered\n", DP_ACK_PER_SECOND, answers);
 	assert_true(answers >= DP_ACK_PER_SECOND / 2 - 2 && answers < DP_ACK_PER_SECOND);
 	assert_int_equal(tenv_drops(E, DP_DROP_QUERY_LIMITED), DP_ACK_PER_SECOND - answers);
+}
+
+/*
+ * QUERY (E12) from a member with two flows (E7): flow i sends the seqs that
+ * are i modulo 2 and asks about them only, so the NACKs of older open rounds
+ * that come with its ACK are of its own flow's rounds, each to the flow
+ * that owns the round's slot; the other flow's rounds wait for its own
+ * QUERY.
+ */
+static void
+t_query_flows(void **state)
+{
+	struct chunk c[4];
+	const uint8_t NACK = CAIS_TYPE_NACK, ACK = CAIS_TYPE_ACK;
+	uint16_t port0 = H[2].port; /* setup() sets it again for the next test */
+
+	(void)state;
+	session_extra = "\"loss_hints\":1,";
+	session_ports[2] = 2;
+	session(1, 4, 4, 8, 64);
+	session_extra = NULL;
+	session_ports[2] = 0;
+	tensor(1, 4, 1, "sum");
+	for (unsigned int i = 0; i < 4; i++)
+		c[i] = (struct chunk){1, 4, 1, 600 + i, 8, 64};
+	/* ranks 0, 1, 3 sent 600 and 601; rank 2's of both were lost */
+	for (unsigned int i = 0; i < 2; i++)
+		for (unsigned int r = 0; r < 4; r++)
+			if (r != 2)
+				send_data(&c[i], r, NULL, 0);
+	/* rank 2's 602 came on flow 0: its QUERY gets the ACK and a NACK of
+	 * 600 (flow 0's), none of 601 (flow 1's) */
+	send_data(&c[2], 2, NULL, 0);
+	expect_nothing();
+	send_query(&c[2], 2);
+	expect_answers(2, (uint8_t[]){ACK, NACK}, (unsigned int[]){2, 2},
+		       (const struct chunk *[]){&c[2], &c[0]});
+	/* flow 1 (port + 1) sent 603: the ACK and a NACK of 601, to port + 1 */
+	H[2].port = (uint16_t)(port0 + 1);
+	send_data(&c[3], 2, NULL, 0);
+	expect_nothing();
+	send_query(&c[3], 2);
+	expect_answers(2, (uint8_t[]){ACK, NACK}, (unsigned int[]){2, 2},
+		       (const struct chunk *[]){&c[3], &c[1]});
 }
 
 /* Older seqs on a (slot, set) are stale: dropped, counted, never answered. */
@@ -1144,6 +1192,38 @@ t_arp(void **state)
 	tenv_send(E, 3, frame, len);
 	assert_int_equal(E->n_cap, N_PORTS - 1);
 	tenv_clear(E);
+}
+
+/*
+ * --rx-loss drops the frames received at random, but never ARP (a lost
+ * request would cost the host a second, dp_lcore.c rx_lost()).
+ */
+static void
+t_rx_loss(void **state)
+{
+	struct chunk c = {1, 1, 1, 600, 8, 64};
+	int32_t want[64];
+	size_t len;
+
+	(void)state;
+	expected_sum(&c, 4, want);
+	E->sw->rx_loss = UINT32_MAX; /* every draw but UINT32_MAX itself: drop */
+	for (unsigned int i = 0; i < 100; i++) {
+		len = tf_arp_request(frame, &H[i % 4], AGG.ip);
+		tenv_send(E, (uint16_t)(i % 4), frame, len);
+	}
+	assert_int_equal(E->n_cap, 100);
+	for (unsigned int k = 0; k < E->n_cap; k++)
+		assert_int_equal(E->cap[k].data[21], 2); /* an ARP reply */
+	tenv_clear(E);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_nothing();
+	assert_int_equal(tenv_drops(E, DP_DROP_RX_LOSS), 4);
+	E->sw->rx_loss = 0;
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c, r, NULL, 0);
+	expect_results(&c, 0xF, want, 0);
 }
 
 /* L2: flood unknown, learn, forward known, filter the ingress port. */
@@ -2216,6 +2296,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_loss_retx, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_ack_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_flows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lost_result, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_stale, setup, teardown),
@@ -2229,6 +2310,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_kept_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_jumbo, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_arp, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_rx_loss, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_l2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_handoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_mode_lease, setup, teardown),
@@ -2248,7 +2330,6 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_tree_bits, setup, teardown),
 	};
 
-	tenv_addrs(&AGG, H, N_PORTS);
 	memcpy(SP.mac, (const uint8_t[6]){0x02, 0, 0, 0, 0, 0xc8}, 6);
 	SP.ip = htonl(0x0A0000C8);
 	SP.port = CAIS_UDP_PORT;
