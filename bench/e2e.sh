@@ -90,8 +90,9 @@ writes CSV.
   --idle-sleep-us US  the switch's --idle-sleep-us (default: the switch's;
                    0: busy polling)
   --loss P         drop P% of the frames both ways, every way: on their way
-                   to the switch (cais-switch --rx-loss) and on their way
-                   into each host (nftables input hook in its namespace;
+                   to the switch (cais-switch --rx-loss, which spares ARP)
+                   and on their way into each host (IP only: nftables
+                   input hook in its namespace;
                    this kernel has no netem). Never in a host's own output:
                    TCP takes such a local drop as a failed send and retries
                    it only after 200 ms. The hosts' TCP gets rto_min 5 ms on

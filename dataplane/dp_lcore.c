@@ -18,6 +18,7 @@
 #include <rte_prefetch.h>
 #include <rte_ring.h>
 
+#include "dp_frame.h"
 #include "dp_pipeline.h"
 #include "dp_rcu.h"
 
@@ -45,6 +46,24 @@ loss_draw(struct dp_lcore *lc)
 	return (uint32_t)(x >> 32);
 }
 
+/*
+ * Whether --rx-loss drops m: a share of the frames received, at random, but
+ * never ARP. Linux asks again for an address only a second after its
+ * request went unanswered and drops what it queued beyond a few packets
+ * meanwhile, so a lost request would make a host's flow look silent (E6)
+ * for reasons of the kernel's neighbour timer, not of the protocol.
+ */
+static inline bool
+rx_lost(struct dp_lcore *lc, const struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+
+	if (m->data_len >= CAIS_ETH_HLEN && f[12] == (DP_ETHERTYPE_ARP >> 8) &&
+	    f[13] == (DP_ETHERTYPE_ARP & 0xff))
+		return false;
+	return loss_draw(lc) < lc->sw->rx_loss;
+}
+
 /* One received packet: count, parse, learn, and on by class. */
 static inline void
 input_one(struct dp_lcore *lc, struct rte_mbuf *m)
@@ -56,7 +75,7 @@ input_one(struct dp_lcore *lc, struct rte_mbuf *m)
 
 	if (unlikely(port >= sw->n_ports))
 		return dp_drop(lc, m, DP_DROP_BAD_PORT);
-	if (unlikely(sw->rx_loss) && loss_draw(lc) < sw->rx_loss)
+	if (unlikely(sw->rx_loss) && rx_lost(lc, m))
 		return dp_drop(lc, m, DP_DROP_RX_LOSS);
 	lc->port[port].rx_pkts++;
 	lc->port[port].rx_bytes += m->pkt_len;
