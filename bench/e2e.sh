@@ -45,6 +45,7 @@ DTYPE=f32
 BOUND_S=""
 WIRES=fixed32
 THREADS=1
+LCORES=1
 IDLE_SLEEP=""
 LOSS=0
 LOSS_UP=
@@ -58,7 +59,7 @@ usage() {
 	cat <<EOF
 Usage: $PROG [--ranks LIST] [--min-bytes B] [--max-bytes B] [--iters K] [--warmup W]
             [--warm-iters K] [--dtype f32|bf16] [--wires LIST] [--threads K]
-            [--idle-sleep-us US] [--loss P] [--loss-up P] [--loss-down P]
+            [--lcores L] [--idle-sleep-us US] [--loss P] [--loss-up P] [--loss-down P]
             [--build DIR] [--csv FILE] [--no-mpi] [--no-gloo] [--bound-s S] [--quick] [--help]
 
 The end-to-end benchmark (needs root): for every rank count N of LIST, a
@@ -87,6 +88,11 @@ writes CSV.
   --dtype T        f32 (default) or bf16 (the ring and in-network only)
   --wires LIST     in-network wire types, from fixed32,block16 (default $WIRES)
   --threads K      flows per rank in-network (cais_config.threads; default $THREADS)
+  --lcores L       the switch's data lcores, 1..16, each port with L RX
+                   queues (af_packet's fanout hash spreads the flows over
+                   them; default $LCORES). A flow's rounds are on lcore
+                   seq mod L, so with --threads not a multiple of L some
+                   DATA is handed over between lcores
   --idle-sleep-us US  the switch's --idle-sleep-us (default: the switch's;
                    0: busy polling)
   --loss P         drop P% of the frames both ways, every way: on their way
@@ -142,7 +148,7 @@ usage_error() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--ranks | --min-bytes | --max-bytes | --iters | --warmup | --warm-iters | --build | --csv | \
-		--dtype | --wires | --threads | --idle-sleep-us | --loss | --loss-up | --loss-down | \
+		--dtype | --wires | --threads | --lcores | --idle-sleep-us | --loss | --loss-up | --loss-down | \
 		--bound-s)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
@@ -157,6 +163,7 @@ while [ $# -gt 0 ]; do
 		--dtype) DTYPE=$2 ;;
 		--wires) WIRES=$2 ;;
 		--threads) THREADS=$2 ;;
+		--lcores) LCORES=$2 ;;
 		--idle-sleep-us) IDLE_SLEEP=$2 ;;
 		--loss) LOSS=$2 ;;
 		--loss-up) LOSS_UP=$2 ;;
@@ -204,6 +211,9 @@ case "$DTYPE" in f32 | bf16) ;; *) usage_error "--dtype '$DTYPE': f32 or bf16" ;
 [[ "$WIRES" =~ ^(fixed32|block16)(,(fixed32|block16))?$ ]] || usage_error "--wires '$WIRES': fixed32, block16 or both"
 IFS=, read -r -a WIRE_LIST <<<"$WIRES"
 case "$THREADS" in 1 | 2 | 4 | 8 | 16) ;; *) usage_error "--threads '$THREADS': 1, 2, 4, 8 or 16" ;; esac
+[[ "$LCORES" =~ ^[0-9]+$ ]] && [ "$LCORES" -ge 1 ] && [ "$LCORES" -le 16 ] ||
+	usage_error "--lcores '$LCORES': 1..16"
+CB_SW_LCORES=$LCORES
 [ -z "$IDLE_SLEEP" ] || [[ "$IDLE_SLEEP" =~ ^[0-9]{1,6}$ ]] || usage_error "--idle-sleep-us '$IDLE_SLEEP': microseconds"
 for v in "--loss:$LOSS" "--loss-up:${LOSS_UP:-0}" "--loss-down:${LOSS_DOWN:-0}"; do
 	[[ "${v#*:}" =~ ^[0-9]{1,2}$ ]] && [ "${v#*:}" -le 50 ] ||
@@ -500,7 +510,7 @@ SW_LOSS=() # --loss, --loss-up: the switch drops that share of what it receives 
 [ "$LOSS_UP" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS_UP")
 CTL_ADDR="127.0.0.1:$((20000 + $$ % 30000))"
 for n in "${RANK_LIST[@]}"; do
-	say "$n ranks: testbed $NAME ($n hosts), cais-switch, $DTYPE, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up; testbed warm-up: $WARM_ITERS), ways: ${COLS[*]}"
+	say "$n ranks: testbed $NAME ($n hosts), cais-switch ($LCORES lcore(s)), $DTYPE, sizes $(cb_human "$MIN_B")..$(cb_human "$MAX_B"), $ITERS timed iterations ($WARMUP warm-up; testbed warm-up: $WARM_ITERS), ways: ${COLS[*]}"
 	TB_UP=1
 	bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$n" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 		{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
@@ -569,8 +579,10 @@ JSON
 	IDLE=$("$CTL" -s "$CTL_ADDR" -j stats.get 2>/dev/null | /usr/bin/python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print("idle_sleep_us %s, %s sleeps, %.1f s asleep of %.1f s up" % (r.get("idle_sleep_us"),
-      r.get("idle_sleeps"), r.get("idle_s", 0), r.get("uptime_s", 0)))' || true)
+n = r.get("lcores", 1)
+print("idle_sleep_us %s, %s sleeps, %.1f s asleep of %s%.1f s up" % (r.get("idle_sleep_us"),
+      r.get("idle_sleeps"), r.get("idle_s", 0), "%d x " % n if n > 1 else "",
+      r.get("uptime_s", 0)))' || true)
 	cb_switch_stop 10
 	[ "$CB_SW_RC" -eq 0 ] || die "cais-switch exited with status $CB_SW_RC"
 	SWLINE=$(grep -m1 -o 'CAIS: DATA .*' "$WORK/switch.$n.log" | sed 's/, completion.*//' || true)
@@ -634,7 +646,7 @@ print("idle_sleep_us %s, %s sleeps, %.1f s asleep of %.1f s up" % (r.get("idle_s
 	echo "   agent's fallbacks, as cais-allreduce-perf reports them)"
 	for l in "${WIRE_NOTES[@]}"; do echo "  $l"; done
 	echo "  switch, whole run: $SWLINE"
-	[ -z "$IDLE" ] || echo "  switch lcore: $IDLE"
+	[ -z "$IDLE" ] || echo "  switch lcores: $IDLE"
 	echo
 done
 say "done"

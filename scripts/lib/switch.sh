@@ -5,13 +5,17 @@
 # (scripts/demo.sh, bench/e2e.sh, tests/integration/*.sh); safe under set -e. Expects the
 # testbed's variables in the environment (eval "$(testbed.sh env --name N)").
 #
-#   cb_vdevs N                 -> CB_VDEVS: one net_af_packet vdev per host port
+#   cb_vdevs N                 -> CB_VDEVS: one net_af_packet vdev per host port,
+#                                 with CB_SW_LCORES (default 1) queue pairs
+#                                 each (af_packet's fanout hash spreads the
+#                                 flows over them)
 #   cb_members N PORT [FLOWS]  -> CB_MEMBERS (session.add members, JSON; with
 #                                 FLOWS > 1 each member's "ports": PORT..PORT +
 #                                 FLOWS - 1, PROTOCOL.md E7) and CB_PEERS
 #                                 (IP:PORT,..., rank order)
 #   cb_switch_start SWITCH PREFIX LOG N ARGS...
-#                              -> starts SWITCH on the N hosts' ports with the
+#                              -> starts SWITCH, CB_SW_LCORES data lcores
+#                                 (default 1), on the N hosts' ports with the
 #                                 app options ARGS (after --agg-ip), waits up to
 #                                 30 s for 'running'; sets CB_SW_PID; returns 1
 #                                 (with the reason on stderr) if it did not start
@@ -44,7 +48,7 @@ cb_vdevs() {
 	local i
 	CB_VDEVS=()
 	for ((i = 1; i <= $1; i++)); do
-		CB_VDEVS+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512")
+		CB_VDEVS+=("--vdev=net_af_packet$((i - 1)),iface=$(eval "echo \$TB_SWIF_$i"),blocksz=16384,framesz=16384,framecnt=512,qpairs=${CB_SW_LCORES:-1}")
 	done
 }
 
@@ -70,7 +74,8 @@ cb_switch_start() {
 	esac
 	rm -rf "/var/run/dpdk/$prefix" 2>/dev/null || true
 	: >"$log"
-	"$switch" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$prefix" -l 0 "${CB_VDEVS[@]}" \
+	"$switch" --no-huge -m 512 --no-pci --no-shconf --file-prefix="$prefix" \
+		-l "0-$((${CB_SW_LCORES:-1} - 1))" "${CB_VDEVS[@]}" \
 		-- --agg-ip "$TB_AGG_IP" "$@" >>"$log" 2>&1 &
 	CB_SW_PID=$!
 	for _ in $(seq 1 300); do # 30 s
