@@ -1354,6 +1354,107 @@ t_handoff(void **state)
 	E = e1;
 }
 
+/*
+ * Exactly one RESULT was sent to each rank of mask (switch port = rank), with
+ * WAIT to those of wait_mask and without it to the others. Clears.
+ */
+static void
+expect_waits(uint32_t mask, uint32_t wait_mask)
+{
+	uint32_t got = 0;
+
+	assert_int_equal(E->n_cap, __builtin_popcount(mask));
+	for (unsigned int k = 0; k < E->n_cap; k++) {
+		const struct cais_hdr *h =
+		    (const struct cais_hdr *)(E->cap[k].data + CAIS_FRAME_HDR_OFF);
+		unsigned int r = E->cap[k].port;
+
+		assert_int_equal(cais_hdr_type(h), CAIS_TYPE_RESULT);
+		assert_true(((mask >> r) & 1) && !((got >> r) & 1));
+		got |= 1u << r;
+		if (!!(h->flags & CAIS_F_WAIT) != ((wait_mask >> r) & 1))
+			fail_msg("RESULT to rank %u: WAIT %u, want %u", r, !!(h->flags & CAIS_F_WAIT),
+				 (wait_mask >> r) & 1);
+	}
+	tenv_clear(E);
+}
+
+/* Lcore 1 takes what its handoff ring holds (from lcore 0) and sends. */
+static void
+lcore1_drain(void)
+{
+	struct rte_mbuf *pkts[DP_BURST];
+	unsigned int n = rte_ring_dequeue_burst(E->sw->lcores[1].ring, (void **)pkts, DP_BURST, NULL);
+
+	dp_lcore_input_owned(&E->sw->lcores[1], pkts, (uint16_t)n);
+	dp_lcore_flush(&E->sw->lcores[1]);
+}
+
+/*
+ * Two lcores (E11, several lcores): ranks 0 and 2 have one flow, so their
+ * rounds are on both lcores (odd seqs on lcore 1); ranks 1 and 3 have two,
+ * one per lcore. A RESULT has WAIT to ranks 0 and 2 while the other lcore
+ * may hold an open round before it (one open there, or DATA in its handoff
+ * ring), and not when it has none; ranks 1 and 3 get WAIT as with one
+ * lcore. A RESULT sent again, the same. Without loss_hints, no WAIT.
+ */
+static void
+t_spread_wait(void **state)
+{
+	struct tenv *e1 = E;
+	struct chunk c[5];
+
+	(void)state;
+	E = tenv_create(&AGG, N_PORTS, 2);
+	session_extra = "\"loss_hints\":1,";
+	session_ports[1] = session_ports[3] = 2;
+	session(1, 5, 4, 8, 64);
+	session_extra = NULL;
+	session_ports[1] = session_ports[3] = 0;
+	tensor(1, 5, 1, "sum");
+	for (uint32_t q = 0; q < 5; q++)
+		c[q] = (struct chunk){1, 5, 1, q, 8, 64};
+	/* round 0 (lcore 0) before lcore 1 has any: no WAIT */
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c[0], r, NULL, 0);
+	expect_waits(0xF, 0);
+	/* round 1's DATA waits in lcore 1's ring while round 2 completes */
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c[1], r, NULL, 0);
+	expect_nothing();
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c[2], r, NULL, 0);
+	expect_waits(0xF, 0x5);
+	/* round 1 completes on lcore 1: nothing before it is open on lcore 0 */
+	lcore1_drain();
+	expect_waits(0xF, 0);
+	/* round 3 open on lcore 1 without rank 0 (lost) while round 4 completes */
+	for (unsigned int r = 1; r < 4; r++)
+		send_data(&c[3], r, NULL, 0);
+	lcore1_drain();
+	expect_nothing();
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c[4], r, NULL, 0);
+	expect_waits(0xF, 0x5);
+	send_data(&c[4], 0, NULL, CAIS_F_RETX); /* RESULT again: the same */
+	expect_waits(0x1, 0x1);
+	send_data(&c[4], 1, NULL, CAIS_F_RETX);
+	expect_waits(0x2, 0);
+	/* without loss_hints: no WAIT, also while lcore 1's ring holds DATA */
+	session(1, 6, 4, 8, 64);
+	tensor(1, 6, 1, "sum");
+	c[1].session = c[2].session = 6;
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c[1], r, NULL, 0);
+	for (unsigned int r = 0; r < 4; r++)
+		send_data(&c[2], r, NULL, 0);
+	expect_waits(0xF, 0);
+	lcore1_drain();
+	expect_waits(0xF, 0);
+	tenv_free(E);
+	E = e1;
+}
+
 /* Forward-only mode and the lease: REJECT FWD_ONLY while not computing. */
 static void
 t_mode_lease(void **state)
@@ -2313,6 +2414,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_rx_loss, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_l2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_handoff, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_spread_wait, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_mode_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_tx_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_session_readd, setup, teardown),
