@@ -213,6 +213,7 @@ IFS=, read -r -a WIRE_LIST <<<"$WIRES"
 case "$THREADS" in 1 | 2 | 4 | 8 | 16) ;; *) usage_error "--threads '$THREADS': 1, 2, 4, 8 or 16" ;; esac
 [[ "$LCORES" =~ ^[0-9]+$ ]] && [ "$LCORES" -ge 1 ] && [ "$LCORES" -le 16 ] ||
 	usage_error "--lcores '$LCORES': 1..16"
+[ "$LCORES" -le "$(nproc)" ] || usage_error "--lcores $LCORES: this machine has $(nproc) CPU(s)"
 CB_SW_LCORES=$LCORES
 [ -z "$IDLE_SLEEP" ] || [[ "$IDLE_SLEEP" =~ ^[0-9]{1,6}$ ]] || usage_error "--idle-sleep-us '$IDLE_SLEEP': microseconds"
 for v in "--loss:$LOSS" "--loss-up:${LOSS_UP:-0}" "--loss-down:${LOSS_DOWN:-0}"; do

@@ -39,7 +39,8 @@ and writes OUT/NAME.csv, OUT/NAME.txt (the table) and OUT/NAME.png (gnuplot).
 
   --quick       smoke run for CI: small sizes, short times; checks that every
                 benchmark runs and its results are right, not a speed
-                (default output then: a temporary folder, removed after)
+                (default output then: a temporary folder, removed after);
+                e2e also runs with the switch on two lcores (e2e-lcores)
   --build DIR   meson build directory (default build/)
   --out DIR     where CSV, tables and plots go (default bench/results/)
   --only LIST   a comma-separated subset of: $ONLY
@@ -124,6 +125,15 @@ if want pipeline; then
 	fi
 fi
 want e2e && bench e2e bash "$ROOT/bench/e2e.sh" "${q[@]}" --build "$BUILD" --csv "$OUT/e2e.csv"
+# the smoke run also takes the switch with two lcores: handoffs, WAIT across lcores
+if want e2e && [ $QUICK -eq 1 ]; then
+	if [ "$(nproc)" -ge 2 ]; then
+		bench e2e-lcores bash "$ROOT/bench/e2e.sh" --quick --lcores 2 --no-mpi --no-gloo --build "$BUILD"
+	else
+		say "e2e-lcores: not run: one CPU, and --lcores 2 needs two"
+		names+=(e2e-lcores) results+=("not run (1 CPU)") times+=(0)
+	fi
+fi
 want quant && bench quant "$BUILD/bench/bench_quant" "${q[@]}" --csv "$OUT/quant.csv"
 want numerics && bench numerics "$BUILD/bench/bench_numerics" "${q[@]}" --csv "$OUT/numerics.csv"
 
