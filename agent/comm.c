@@ -639,7 +639,7 @@ modules_open(struct cais_comm *c)
 }
 
 unsigned int
-ag_comm_auto_flows(uint32_t slots)
+ag_comm_auto_flows(uint32_t slots, unsigned int lcores)
 {
 	cpu_set_t set;
 	unsigned int cpus = 1, k = 1;
@@ -648,6 +648,10 @@ ag_comm_auto_flows(uint32_t slots)
 		cpus = (unsigned int)CPU_COUNT(&set);
 	while (2 * k <= cpus && 2 * k <= AG_MAX_FLOWS && 2 * k <= slots)
 		k *= 2;
+	if (lcores > 1 && (lcores & (lcores - 1)) == 0 && lcores <= AG_MAX_FLOWS &&
+	    lcores <= slots)
+		while (k < lcores)
+			k *= 2;
 	return k;
 }
 

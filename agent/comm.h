@@ -35,9 +35,12 @@
 /**
  * Flows of a managed communicator whose cais_config.threads is 0: one per CPU
  * this process may run on, rounded down to a power of two, at most
- * AG_MAX_FLOWS and slots (join.c registers them with the manager).
+ * AG_MAX_FLOWS and slots (join.c registers them with the manager); then,
+ * where the switch's lcores (the manager's job.register says them) are a
+ * power of two within those bounds, at least as many, so that each flow's
+ * rounds are on one lcore (docs/PROTOCOL.md E7, E11).
  */
-unsigned int ag_comm_auto_flows(uint32_t slots);
+unsigned int ag_comm_auto_flows(uint32_t slots, unsigned int lcores);
 
 /** Sockets one progress thread polls at most (peers x 2 + 3). */
 #define AG_MAX_POLL	   1024

@@ -186,10 +186,6 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 		return rc;
 	}
 	inet_ntop(AF_INET, &j->data.sin_addr, ip, sizeof(ip));
-	/* the flows (docs/PROTOCOL.md E7), registered with the manager: ports p..p+flows-1 */
-	flows = tmpl && tmpl->threads ? tmpl->threads
-				      : ag_comm_auto_flows(j->slots ? j->slots : 64);
-
 	args = json_pack("{s:s, s:s, s:i}", "job", j->job, "tenant", j->tenant, "world",
 			 (int)j->world);
 	if (j->slots)
@@ -199,6 +195,16 @@ cais_comm_join(const struct cais_join *j, const struct cais_config *tmpl, struct
 	if (j->priority)
 		json_object_set_new(args, "priority", json_integer(j->priority));
 	rc = call(m, "job.register", args, &res);
+	/* the flows (docs/PROTOCOL.md E7), registered with the manager: ports p..p+flows-1 */
+	if (tmpl && tmpl->threads) {
+		flows = tmpl->threads;
+	} else {
+		json_int_t slots = json_integer_value(json_object_get(res, "slots"));
+
+		flows = ag_comm_auto_flows(
+		    slots > 0 ? (uint32_t)slots : j->slots ? j->slots : 64,
+		    (unsigned int)json_integer_value(json_object_get(res, "lcores")));
+	}
 	json_decref(res);
 	res = NULL;
 	if (rc == 0)

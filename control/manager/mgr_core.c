@@ -535,7 +535,7 @@ cmd_ping(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 }
 
 static void
-register_result(const struct mgr_job *j, json_t *res)
+register_result(struct mgr *m, const struct mgr_job *j, json_t *res)
 {
 	json_object_set_new(res, "job", json_string(j->name));
 	json_object_set_new(res, "tenant", json_integer(j->tenant));
@@ -545,6 +545,8 @@ register_result(const struct mgr_job *j, json_t *res)
 	json_object_set_new(res, "slots", json_integer(j->slots));
 	json_object_set_new(res, "elems_per_packet", json_integer(j->elems));
 	json_object_set_new(res, "priority", json_integer(j->priority));
+	/* for the ranks' flows (E7): a multiple of it keeps each flow on one lcore */
+	json_object_set_new(res, "lcores", json_integer(mgr_switch_lcores_max(m)));
 }
 
 static int
@@ -589,7 +591,7 @@ cmd_job_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 					"priority %u)",
 					name, diff, j.tenant_name, j.world, j.slots, j.elems,
 					j.priority);
-		register_result(&j, res);
+		register_result(m, &j, res);
 		return 0;
 	}
 	if (rc && rc != -ENOENT)
@@ -626,7 +628,7 @@ cmd_job_register(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 		"job '%s' registered: tenant '%s' = %u, session %u, world %u, slots %u, "
 		"elems_per_packet %u, priority %u",
 		j.name, j.tenant_name, j.tenant, j.session, j.world, j.slots, j.elems, j.priority);
-	register_result(&j, res);
+	register_result(m, &j, res);
 	return 0;
 }
 

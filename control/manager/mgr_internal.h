@@ -102,6 +102,9 @@ void mgr_switch_status(struct mgr *m, json_t *result);
  */
 unsigned int mgr_switch_lcores(struct mgr *m, unsigned int k);
 
+/** The most data lcores of the fabric's switches (mgr_switch_lcores()). */
+unsigned int mgr_switch_lcores_max(struct mgr *m);
+
 /**
  * Lease and poll every switch when due: mgr_tick()'s part that needs no
  * store.

@@ -361,3 +361,16 @@ mgr_switch_lcores(struct mgr *m, unsigned int k)
 	pthread_mutex_unlock(&m->st_lock);
 	return l > 0 ? (unsigned int)l : 1;
 }
+
+unsigned int
+mgr_switch_lcores_max(struct mgr *m)
+{
+	unsigned int most = 1;
+
+	for (unsigned int k = 0; k < m->fabric.n; k++) {
+		unsigned int l = mgr_switch_lcores(m, k);
+
+		most = l > most ? l : most;
+	}
+	return most;
+}

@@ -138,8 +138,10 @@ struct cais_config {
 				    * the same ports (docs/PROTOCOL.md E7). 0 (the default):
 				    * a communicator that joins through cais-manager takes one
 				    * per CPU this process may run on (rounded down to a power
-				    * of two) and registers them; a static one takes one, as
-				    * its switch entry is the operator's */
+				    * of two), at least the switch's lcores (a power of two:
+				    * each flow's rounds on one lcore), and registers them; a
+				    * static one takes one, as its switch entry is the
+				    * operator's: give it a multiple of the switch's lcores */
 	size_t threshold;	  /**< offload threshold in bytes */
 	uint32_t retx_timeout_us; /**< retransmission timer */
 	uint32_t retries;     /**< retransmissions before the switch counts as silent, 0..1000 */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1192,6 +1193,8 @@ struct fake_mgr {
 	atomic_bool stop;
 	pthread_mutex_t lock;
 	unsigned int joined, registered, reports;
+	unsigned int lcores;	  /**< job.register's answer */
+	unsigned int ports[CAIS_MAX_WORLD]; /**< each rank's job.join "ports" */
 	json_t *members;
 	uint64_t last_step;
 	double last_maxabs;
@@ -1208,8 +1211,14 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 	pthread_mutex_lock(&f->lock);
 	if (!strcmp(cmd, "job.register")) {
 		f->registered++;
+		json_object_set_new(res, "lcores", json_integer(f->lcores));
 	} else if (!strcmp(cmd, "job.join") || !strcmp(cmd, "job.status")) {
 		if (!strcmp(cmd, "job.join")) {
+			json_int_t r = json_integer_value(json_object_get(a, "rank"));
+
+			if (r >= 0 && r < CAIS_MAX_WORLD)
+				f->ports[r] = (unsigned int)json_integer_value(
+				    json_object_get(a, "ports"));
 			json_array_append_new(f->members,
 					      json_pack("{s:O, s:O, s:O}", "rank",
 							json_object_get(a, "rank"), "ip",
@@ -1281,8 +1290,19 @@ run_joined(unsigned int rank, void *arg)
 			      .timeout_ms = 10000};
 	struct cais_config tmpl;
 	float *b = malloc(5000 * sizeof(float));
+	cpu_set_t cpus;
 	int rc;
 
+	/* one CPU: the flows one per CPU would be 1, fewer than the lcores */
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &cpus)) {
+				CPU_ZERO(&cpus);
+				CPU_SET(c, &cpus);
+				break;
+			}
+		sched_setaffinity(0, sizeof(cpus), &cpus);
+	}
 	cais_config_init(&tmpl);
 	tmpl.threshold = 0;
 	tmpl.check_every = 0;
@@ -1321,11 +1341,23 @@ t_join_manager(void **state)
 	N = 4;
 	SW = fs_start(N, 64);
 	for (unsigned int r = 0; r < N; r++) {
+		uint16_t p;
+		bool clash;
+
+		do { /* each rank's 4 flows' ports its own (below) */
+			p = free_port();
+			clash = false;
+			for (unsigned int j = 0; j < r; j++)
+				clash |= p < ntohs(PEERS[j].sin_port) + 4 &&
+					 ntohs(PEERS[j].sin_port) < p + 4;
+		} while (clash);
 		PEERS[r].sin_family = AF_INET;
 		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		PEERS[r].sin_port = htons(free_port());
+		PEERS[r].sin_port = htons(p);
 	}
 	memset(&FM, 0, sizeof(FM));
+	/* a switch of 4 lcores: each rank's flows at least 4, a multiple of it */
+	FM.lcores = 4;
 	pthread_mutex_init(&FM.lock, NULL);
 	FM.members = json_array();
 	ec.addr.sin_family = AF_INET;
@@ -1337,6 +1369,10 @@ t_join_manager(void **state)
 	run_ranks(run_joined, addr);
 	assert_int_equal(FM.registered, N);
 	assert_int_equal(FM.joined, N);
+	for (unsigned int r = 0; r < N; r++)
+		if (FM.ports[r] < 4 || FM.ports[r] % 4)
+			fail_msg("rank %u joined with %u flows; the switch has 4 lcores", r,
+				 FM.ports[r]);
 	assert_int_equal(FM.reports, 3 * N); /* steps 1..3 report the step before */
 	assert_true(FM.last_maxabs > 0);
 	atomic_store(&FM.stop, true);

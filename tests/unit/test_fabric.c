@@ -780,8 +780,10 @@ test_core_tree(void **state)
 	{
 		char args[256];
 
-		json_decref(
-		    req_ok(m, "job.register", "{\"job\": \"v\", \"tenant\": \"t\", \"world\": 3}"));
+		r = req_ok(m, "job.register", "{\"job\": \"v\", \"tenant\": \"t\", \"world\": 3}");
+		/* the most lcores of the switches polled (each says 2): the ranks' flows */
+		assert_int_equal(json_integer_value(json_object_get(r, "lcores")), 2);
+		json_decref(r);
 		for (unsigned int i = 0; i < 3; i++) {
 			static const unsigned int host[] = {1, 3, 2};
 
