@@ -177,10 +177,10 @@ older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
  * whose oldest possibly open round (its part's older, read without a lock:
  * a stale value costs a needless retransmission or a later repair, never a
  * missed loss) is before seq, or
- * whose handoff ring holds packets (DATA it has not started a round with
- * yet; a member's DATA of an older seq left before this round's on the same
- * flow, so it is there, or in a round, by now). Only lcores that own slots
- * of s count.
+ * for which packets wait, in its handoff ring or in this lcore's staging
+ * for it (DATA it has not started a round with yet; a member's DATA of an
+ * older seq left before this round's on the same flow, so it is there, or
+ * in a round, by now). Only lcores that own slots of s count.
  */
 static __rte_noinline bool
 others_open(const struct dp_lcore *lc, const struct dp_session *s, uint32_t seq)
@@ -195,7 +195,7 @@ others_open(const struct dp_lcore *lc, const struct dp_session *s, uint32_t seq)
 			continue;
 		if ((__atomic_load_n(&pt->started, __ATOMIC_RELAXED) &&
 		     cais_seq_before(__atomic_load_n(&pt->older, __ATOMIC_RELAXED), seq)) ||
-		    rte_ring_count(sw->lcores[k].ring) != 0)
+		    lc->out[k].n != 0 || rte_ring_count(sw->lcores[k].ring) != 0)
 			return true;
 	}
 	return false;

@@ -1440,6 +1440,48 @@ t_spread_wait(void **state)
 	expect_waits(0x1, 0x1);
 	send_data(&c[4], 1, NULL, CAIS_F_RETX);
 	expect_waits(0x2, 0);
+	/* round 3 and then 5 complete on lcore 1 */
+	send_data(&c[3], 0, NULL, CAIS_F_RETX);
+	lcore1_drain();
+	expect_waits(0xF, 0);
+	{
+		struct chunk ck[3] = {{1, 5, 1, 5, 8, 64}, {1, 5, 1, 9, 8, 64}, {1, 5, 1, 11, 8, 64}};
+		struct chunk c12 = {1, 5, 1, 12, 8, 64};
+		struct rte_mbuf *m[2];
+		static int32_t v[64];
+		struct cais_fields f;
+
+		for (unsigned int r = 0; r < 4; r++)
+			send_data(&ck[0], r, NULL, 0);
+		lcore1_drain();
+		expect_waits(0xF, 0);
+		/* round 11 on lcore 1 while lcore 0 is at 7: WAIT; lcore 1's
+		 * oldest possibly open round passes 7 and 9, never started */
+		for (unsigned int r = 0; r < 4; r++)
+			send_data(&ck[2], r, NULL, 0);
+		lcore1_drain();
+		expect_waits(0xF, 0x5);
+		/* one burst on lcore 0: rank 3's DATA of 9 (lcore 1's, staged for
+		 * it) before the last DATA of 12: WAIT for the staged DATA alone */
+		for (unsigned int r = 0; r < 3; r++)
+			send_data(&c12, r, NULL, 0);
+		expect_nothing();
+		for (unsigned int k = 0; k < 2; k++) {
+			uint32_t seq = k ? c12.seq : ck[1].seq;
+
+			for (unsigned int i = 0; i < 64; i++)
+				v[i] = val(3, seq, i);
+			cais_data_fields(&f, 1, 5, 1, seq, 8, 3, 64);
+			m[k] = tenv_mbuf(E, 3, frame, tf_cais_frame(frame, &H[3], &AGG, &f, v, 64));
+		}
+		dp_lcore_input(&E->sw->lcores[0], m, 2);
+		dp_lcore_flush(&E->sw->lcores[0]);
+		expect_waits(0xF, 0x5);
+		for (unsigned int r = 0; r < 3; r++) /* round 9 completes */
+			send_data(&ck[1], r, NULL, 0);
+		lcore1_drain();
+		expect_waits(0xF, 0);
+	}
 	/* without loss_hints: no WAIT, also while lcore 1's ring holds DATA */
 	session(1, 6, 4, 8, 64);
 	tensor(1, 6, 1, "sum");
