@@ -312,7 +312,11 @@ static int
 setup(void **state)
 {
 	(void)state;
-	tenv_addrs(&AGG, H, N_PORTS); /* each test's own: one may move a host's port (E7 flows) */
+	/* each test's own: one may move a host's port (E7 flows) or fail with
+	 * its session's extras set */
+	tenv_addrs(&AGG, H, N_PORTS);
+	session_extra = NULL;
+	memset(session_ports, 0, sizeof(session_ports));
 	E = tenv_create(&AGG, N_PORTS, 1);
 	session(1, 1, 4, 8, 64);
 	tensor(1, 1, 1, "sum");
