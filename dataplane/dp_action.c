@@ -71,16 +71,6 @@ round_open(const struct dp_slot *sl, uint32_t seq)
 	return (sl->state == DP_SLOT_OPEN || sl->state == DP_SLOT_UP) && sl->seq == seq;
 }
 
-/*
- * pt->older, written by its lcore only; other lcores read it (others_open()),
- * hence an atomic store (a plain one on x86), as of pt->started.
- */
-static inline void
-set_older(struct dp_session_part *pt, uint32_t v)
-{
-	__atomic_store_n(&pt->older, v, __ATOMIC_RELAXED);
-}
-
 /* The round in sl started on this lcore: no NACK of it yet. */
 static inline void
 round_started(struct dp_session_part *pt, struct dp_slot *sl)
@@ -89,8 +79,8 @@ round_started(struct dp_session_part *pt, struct dp_slot *sl)
 
 	sl->t_nack = 0;
 	if (unlikely(!pt->started) || cais_seq_before(seq, pt->older)) {
-		__atomic_store_n(&pt->started, true, __ATOMIC_RELAXED);
-		set_older(pt, seq);
+		pt->started = true;
+		pt->older = seq;
 	}
 }
 
@@ -152,7 +142,7 @@ older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 		sl = &pt->slots[si];
 		if (!round_open(sl, y)) {
 			if (!open)
-				set_older(pt, y + 1); /* closed, and every one before it */
+				pt->older = y + 1; /* closed, and every one before it */
 			continue;
 		}
 		open = true;
@@ -164,7 +154,7 @@ older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 		}
 	}
 	if (!open) {
-		set_older(pt, seq + 1); /* none before it is open, and it is complete */
+		pt->older = seq + 1; /* none before it is open, and it is complete */
 		return false;
 	}
 	for (unsigned int w = 0; w < DP_SEEN_WORDS; w++)
@@ -173,81 +163,25 @@ older_scan(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_pa
 }
 
 /*
- * Whether another lcore may hold an open round of session s before seq: one
- * whose oldest possibly open round (its part's older, read without a lock:
- * a stale value costs a needless retransmission or a later repair, never a
- * missed loss) is before seq, or
- * for which packets wait, in its handoff ring or in this lcore's staging
- * for it (DATA it has not started a round with yet; a member's DATA of an
- * older seq left before this round's on the same flow, so it is there, or
- * in a round, by now). Only lcores that own slots of s count.
- */
-static __rte_noinline bool
-others_open(const struct dp_lcore *lc, const struct dp_session *s, uint32_t seq)
-{
-	const struct dp_switch *sw = lc->sw;
-	unsigned int n = sw->n_lcores < s->pool ? sw->n_lcores : s->pool;
-
-	for (unsigned int k = 0; k < n; k++) {
-		const struct dp_session_part *pt = &s->part[k];
-
-		if (k == lc->idx)
-			continue;
-		if ((__atomic_load_n(&pt->started, __ATOMIC_RELAXED) &&
-		     cais_seq_before(__atomic_load_n(&pt->older, __ATOMIC_RELAXED), seq)) ||
-		    lc->out[k].n != 0 || rte_ring_count(sw->lcores[k].ring) != 0)
-			return true;
-	}
-	return false;
-}
-
-/*
- * The members whose rounds are on several lcores (dp_session spread_of)
- * wait in a RESULT while another lcore may hold an open round before it
- * (others_open()): this lcore knows its own rounds only, and a RESULT
- * without WAIT tells a member that none of its rounds before it is open.
- * The RESULT of such a round comes after this one and would look lost
- * (E11); a real loss is found by the NACKs of the lcore that holds the
- * round, by QUERY (E12), and by the evidence of a later RESULT once the
- * other lcores caught up. wait[] as older_open()'s, valid where any.
- */
-static inline bool
-spread_wait(const struct dp_lcore *lc, const struct dp_session *s, uint32_t seq, uint64_t *wait,
-	    bool any)
-{
-	if (!others_open(lc, s, seq))
-		return any;
-	for (unsigned int w = 0; w < DP_SEEN_WORDS; w++)
-		wait[w] = (any ? wait[w] : 0) | s->spread_of[w];
-	return true;
-}
-
-/*
  * Round seq is complete here: wait[] (DP_SEEN_WORDS words) = the members
  * counted in an open round before it on this lcore, and with nack those
- * rounds' NACKs (above), and, while another lcore may hold an older open
- * round, the members whose rounds are on several lcores (spread_wait()).
- * @return whether any member waits; false also
- * when the rounds before it are more than DP_WAIT_SCAN (none is told to
- * wait on what was not looked at).
+ * rounds' NACKs (above). @return whether any member waits; false also when
+ * the rounds before it are more than DP_WAIT_SCAN (none is told to wait
+ * on what was not looked at).
  */
 static inline bool
 older_open(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
 	   uint32_t seq, uint64_t *wait, bool nack)
 {
-	bool any;
-
 	if (!s->loss_hints)
 		return false;
 	if (likely(pt->older == seq)) { /* in order: none before it is open */
-		set_older(pt, seq + 1);
-		any = false;
-	} else if (!cais_seq_before(pt->older, seq)) {
-		any = false; /* a RESULT again of a round before every open one */
-	} else {
-		any = older_scan(lc, s, pt, seq, wait, nack);
+		pt->older = seq + 1;
+		return false;
 	}
-	return unlikely(s->spread) ? spread_wait(lc, s, seq, wait, any) : any;
+	if (!cais_seq_before(pt->older, seq))
+		return false; /* a RESULT again of a round before every open one */
+	return older_scan(lc, s, pt, seq, wait, nack);
 }
 
 /*

@@ -199,15 +199,8 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 	for (unsigned int k = 0; k < t->n_lcores; k++)
 		if (part_alloc(&s->part[k], s->pool, k, t->n_lcores, s->elems, s->keep) != 0)
 			goto nomem;
-	for (unsigned int r = 0; r < c->n; r++) {
+	for (unsigned int r = 0; r < c->n; r++)
 		member_set(t, &s->members[r], &c->members[r]);
-		/* flow i's seqs are i modulo k, their slots on lcore slot modulo
-		 * L: one lcore per flow exactly when L divides k (k divides S) */
-		if (s->members[r].n_ports % t->n_lcores) {
-			s->spread_of[r >> 6] |= 1ull << (r & 63);
-			s->spread = true;
-		}
-	}
 	if (c->uplink.on) {
 		s->up.on = true;
 		s->up.rank = c->uplink.rank;

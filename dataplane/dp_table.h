@@ -183,16 +183,11 @@ struct dp_session {
 	uint8_t priority;   /**< enum dp_prio */
 	uint8_t first_rank; /**< DATA's rank r is member r - first_rank (a leaf's ranks, E9) */
 	bool loss_hints;    /**< WAIT and NACK to its members (E11, dp_action.c) */
-	bool spread;	    /**< a member's rounds are on several lcores: spread_of */
 	uint16_t keep;	    /**< DATA kept per round: n, or 0 (dp_table.c keep_of()) */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */
 	struct dp_uplink up;	      /**< a leaf's spine (E9); up.on false elsewhere */
 	struct dp_session_part *part; /**< n_lcores */
-	/** The members whose flows' rounds are on several lcores (E7: flows not a
-	 *  multiple of n_lcores): with loss_hints, a RESULT to them has WAIT
-	 *  while another lcore may hold an older open round (dp_action.c). */
-	uint64_t spread_of[DP_SEEN_WORDS];
 	LIST_ENTRY(dp_session) link;  /**< control side only */
 	LIST_HEAD(, dp_tensor) tensors;
 };

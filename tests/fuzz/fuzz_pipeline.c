@@ -378,9 +378,7 @@ struct expect {
 	uint16_t reason;
 	/* RESULT, NACK; ACK: h.type only, ACK or a QUERY's NACK */
 	uint8_t rank; /* the member it goes to */
-	/* RESULT: WAIT allowed (E11: the rank is in an older open round, or its
-	 * rounds are on both lcores) */
-	bool wait_ok;
+	bool wait_ok; /* RESULT: WAIT allowed (E11: the rank is in an older open round) */
 	struct cais_fields h;
 	uint16_t plen;
 	uint8_t payload[4 * (FZ_A_ELEMS > FZ_B_ELEMS ? FZ_A_ELEMS : FZ_B_ELEMS)];
@@ -593,11 +591,7 @@ model_results(const struct msession *s, const struct mslot *sl, const struct cai
 		}
 		x = expect_new(X_RESULT, frame, (uint16_t)port);
 		x->rank = (uint8_t)r;
-		/* every member of A has one flow, so its rounds are on both lcores:
-		 * WAIT may also come while the other lcore may hold an older open
-		 * round (dp_action.c others_open(): a lower bound and the handoffs
-		 * that this model does not follow; test_pipeline t_spread_wait) */
-		x->wait_ok = ((waits >> r) & 1) || (s->tenant == FZ_A_TENANT && FZ_LCORES > 1);
+		x->wait_ok = (waits >> r) & 1;
 		x->h = *h;
 		x->h.type = CAIS_TYPE_RESULT;
 		x->h.flags = sl->ovf ? CAIS_F_OVERFLOW : 0;
