@@ -125,7 +125,7 @@ if want pipeline; then
 	fi
 fi
 want e2e && bench e2e bash "$ROOT/bench/e2e.sh" "${q[@]}" --build "$BUILD" --csv "$OUT/e2e.csv"
-# the smoke run also takes the switch with two lcores: handoffs, WAIT across lcores
+# the smoke run also takes the switch with two lcores: handoffs between lcores, end to end
 if want e2e && [ $QUICK -eq 1 ]; then
 	if [ "$(nproc)" -ge 2 ]; then
 		bench e2e-lcores bash "$ROOT/bench/e2e.sh" --quick --lcores 2 --no-mpi --no-gloo --build "$BUILD"
