@@ -99,6 +99,27 @@ struct setup_opts {
 	bool stripes; /**< striped over SW and SW2 (flows i mod 2) */
 };
 
+/* PEERS[0..N-1] on loopback, each rank's range of span ports (its flows) its own. */
+static void
+peers_apart(unsigned int span)
+{
+	for (unsigned int r = 0; r < N; r++) {
+		uint16_t p;
+		bool clash;
+
+		do {
+			p = free_port();
+			clash = false;
+			for (unsigned int j = 0; j < r; j++)
+				clash |= p < ntohs(PEERS[j].sin_port) + span &&
+					 ntohs(PEERS[j].sin_port) < p + span;
+		} while (clash);
+		PEERS[r].sin_family = AF_INET;
+		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		PEERS[r].sin_port = htons(p);
+	}
+}
+
 static void
 setup_comms(const struct setup_opts *o)
 {
@@ -113,21 +134,7 @@ setup_comms(const struct setup_opts *o)
 		stripes[0] = SW->addr;
 		stripes[1] = SW2->addr;
 	}
-	for (unsigned int r = 0; r < N; r++) {
-		uint16_t p;
-		bool clash;
-
-		do { /* each rank's range of THREADS ports its own */
-			p = free_port();
-			clash = false;
-			for (unsigned int j = 0; j < r; j++)
-				clash |= p < ntohs(PEERS[j].sin_port) + THREADS &&
-					 ntohs(PEERS[j].sin_port) < p + THREADS;
-		} while (clash);
-		PEERS[r].sin_family = AF_INET;
-		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		PEERS[r].sin_port = htons(p);
-	}
+	peers_apart(THREADS);
 	for (unsigned int r = 0; r < N; r++) {
 		cais_config_init(&cfg);
 		cfg.tenant = 1;
@@ -1340,21 +1347,7 @@ t_join_manager(void **state)
 	(void)state;
 	N = 4;
 	SW = fs_start(N, 64);
-	for (unsigned int r = 0; r < N; r++) {
-		uint16_t p;
-		bool clash;
-
-		do { /* each rank's 4 flows' ports its own (below) */
-			p = free_port();
-			clash = false;
-			for (unsigned int j = 0; j < r; j++)
-				clash |= p < ntohs(PEERS[j].sin_port) + 4 &&
-					 ntohs(PEERS[j].sin_port) < p + 4;
-		} while (clash);
-		PEERS[r].sin_family = AF_INET;
-		PEERS[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		PEERS[r].sin_port = htons(p);
-	}
+	peers_apart(4); /* each rank's 4 flows (below) */
 	memset(&FM, 0, sizeof(FM));
 	/* a switch of 4 lcores: each rank's flows at least 4, a multiple of it */
 	FM.lcores = 4;

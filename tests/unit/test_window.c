@@ -255,12 +255,27 @@ answer_at(struct fixture *f, uint32_t seq, uint8_t type, double t_ms)
 	answer_flags_at(f, seq, type, 0, t_ms);
 }
 
+/* Chunk seq into the window, not sent yet. */
+static void
+queue_one(struct fixture *f, uint32_t seq)
+{
+	ag_window_send(f->w, seq, 1, CAIS_DT_FIXED32, ELEMS, f->payload[seq], f, seq, &f->retx);
+}
+
 /* NCHUNK chunks into the window, none sent yet. */
 static void
 queue_chunks(struct fixture *f)
 {
 	for (uint32_t s = 0; s < NCHUNK; s++)
-		ag_window_send(f->w, s, 1, CAIS_DT_FIXED32, ELEMS, f->payload[s], f, s, &f->retx);
+		queue_one(f, s);
+}
+
+/* Chunk seq into the window and sent at t_ms (ms after T0), nothing sent again. */
+static void
+send_one_at(struct fixture *f, uint32_t seq, double t_ms)
+{
+	queue_one(f, seq);
+	assert_int_equal(tx_at(f, t_ms), 0);
 }
 
 /* NCHUNK chunks at T0: want of them go (all; one on a flow never answered, t_first_*). */
@@ -490,13 +505,11 @@ t_query_srtt(void **state)
 {
 	struct fixture *f = *state;
 
-	ag_window_send(f->w, 0, 1, CAIS_DT_FIXED32, ELEMS, f->payload[0], f, 0, &f->retx);
-	assert_int_equal(tx_at(f, 0), 0);
+	send_one_at(f, 0, 0);
 	answer_at(f, 0, CAIS_TYPE_ACK, 0.5); /* its timer: 1.5 ms */
 	queries_at(f, 1.0, 1, ANY_SEQ);
 	answer_at(f, 0, CAIS_TYPE_RESULT, 3.0);
-	ag_window_send(f->w, 1, 1, CAIS_DT_FIXED32, ELEMS, f->payload[1], f, 1, &f->retx);
-	assert_int_equal(tx_at(f, 3.0), 0);
+	send_one_at(f, 1, 3.0);
 	queries_at(f, 5.9, 1, ANY_SEQ);
 	queries_at(f, 6.0, 2, 1);
 }
@@ -521,8 +534,7 @@ t_query_timer(void **state)
 {
 	struct fixture *f = *state;
 
-	ag_window_send(f->w, 0, 1, CAIS_DT_FIXED32, ELEMS, f->payload[0], f, 0, &f->retx);
-	assert_int_equal(tx_at(f, 0), 0);
+	send_one_at(f, 0, 0);
 	answer_at(f, 0, CAIS_TYPE_ACK, 0.2); /* its timer: 1.2 ms */
 	assert_int_equal(ag_window_next_timer(f->w, f->now), T0 + MS);
 }
