@@ -17,6 +17,13 @@
 
 #include "window.h"
 
+/**
+ * Lanes the window tells apart (E11: a switch's data lcores, which its
+ * RESULTs name); a switch with more is heard as one lane, as before E11's
+ * lanes: needless retransmissions, never a missed one.
+ */
+#define AG_MAX_LANES 128
+
 /** A chunk in the window, at index seq & (S - 1). */
 struct ag_window_entry {
 	uint32_t seq;	  /**< written before state; both read by other threads as hints */
@@ -44,20 +51,27 @@ struct ag_window_entry {
 	struct cais_hdr hdr;
 };
 
+/** What the RESULTs of one lane said (E11). */
+struct ag_lane {
+	bool cleared;	    /**< one came without WAIT ... */
+	uint32_t clear_seq; /**< ... and this is the seq of the latest of those */
+};
+
 struct ag_window {
 	struct ag_window_conf conf;
 	struct ag_window_events ev;
 	int fd;
-	struct ag_window_entry *e;  /**< S entries */
-	uint32_t base;		    /**< oldest seq the window may still hold */
-	uint32_t next;		    /**< the seq after the last one put in */
-	uint64_t srtt, rttvar;	    /**< round trip of chunks (ns), Jacobson/Karels */
-	unsigned int backoff;	    /**< bursts since the last RTT sample: the timer's doublings */
-	uint64_t heard;		    /**< when the switch last sent this flow anything, 0: never */
-	uint64_t first_tx;	    /**< when its first DATA went (cold()), 0: not yet */
-	uint64_t results;	    /**< RESULTs of chunks in the window, ever */
-	bool cleared;		    /**< one of them came without WAIT (E11) ... */
-	uint32_t clear_seq;	    /**< ... and this is the seq of the latest of those */
+	struct ag_window_entry *e; /**< S entries */
+	uint32_t base;		   /**< oldest seq the window may still hold */
+	uint32_t next;		   /**< the seq after the last one put in */
+	uint64_t srtt, rttvar;	   /**< round trip of chunks (ns), Jacobson/Karels */
+	unsigned int backoff;	   /**< bursts since the last RTT sample: the timer's doublings */
+	uint64_t heard;		   /**< when the switch last sent this flow anything, 0: never */
+	uint64_t first_tx;	   /**< when its first DATA went (cold()), 0: not yet */
+	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
+	unsigned int lanes;	   /**< the switch's, from its latest RESULT (E11); 1 above
+				    * AG_MAX_LANES */
+	struct ag_lane lane[AG_MAX_LANES];
 	uint64_t heard_result;	    /**< when the last RESULT came */
 	uint64_t last_probe;	    /**< when the last probe went (retransmit_now()) */
 	bool probe_out;		    /**< ... and it has had no answer yet */
@@ -452,6 +466,23 @@ handle_nack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 }
 
 /*
+ * The lane of a RESULT of seq whose reason field says `lanes` (E11: the
+ * switch's data lcores, 0 from a switch that does not say). A switch whose
+ * lanes change (a restart) starts the window's lanes afresh.
+ */
+static unsigned int
+lane_of(struct ag_window *w, uint32_t seq, uint16_t lanes)
+{
+	unsigned int l = lanes >= 1 && lanes <= AG_MAX_LANES ? lanes : 1;
+
+	if (l != w->lanes) {
+		w->lanes = l;
+		memset(w->lane, 0, sizeof(w->lane));
+	}
+	return cais_lane(seq, w->conf.slots, l);
+}
+
+/*
  * The RESULT of a chunk in the window. Its round trip since the first DATA
  * is a sample for the timer when the chunk was never retransmitted nor
  * asked about (a QUERY's answer may be its RESULT lost and sent again), or
@@ -476,8 +507,10 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	w->query_backoff = 0;
 	/* WAIT: older rounds that hold this rank's DATA wait for others (loss_evident()) */
 	if (!(f->flags & CAIS_F_WAIT)) {
-		w->cleared = true;
-		w->clear_seq = e->seq;
+		unsigned int l = lane_of(w, e->seq, f->reason);
+
+		w->lane[l].cleared = true;
+		w->lane[l].clear_seq = e->seq;
 	}
 	w->heard_result = now;
 	if (e->probe) { /* a loss, or the probe crossed its RESULT: ask the next */
@@ -676,24 +709,29 @@ judged_silent(const struct ag_window *w, const struct ag_window_entry *e, uint64
 
 /*
  * Is chunk e's DATA or RESULT probably lost? The latest RESULT without WAIT
- * (docs/PROTOCOL.md E11) is of a round after its own: every rank's DATA
- * of that round came through, and no round before it that holds this
- * rank's DATA was still open, so its own round either completed (and its
- * RESULT was lost) or misses this rank's DATA. A RESULT with WAIT says that
- * such older rounds wait for another rank, which gets NACKs: no evidence.
- * (A switch without WAIT, the P4 profile, sends every RESULT without it:
- * any later round's RESULT is evidence, as it was before E11.) And, against
- * reordering, LOSS_EVIDENCE RESULTs came since it was last sent (or ACKed).
- * Checked on every pass, due or not (ag_window_tx()), so a loss is repaired
- * as soon as the RESULTs say so, at most once per configured timer.
+ * of its lane (docs/PROTOCOL.md E11: the switch lcore that holds its round)
+ * is of a round after its own: every rank's DATA of that round came
+ * through, and no round of that lane before it that holds this rank's DATA
+ * was still open, so its own round either completed (and its RESULT was
+ * lost) or misses this rank's DATA. Another lane's RESULTs say nothing of
+ * it: that lcore completes its rounds at its own pace. A RESULT with WAIT
+ * says that such older rounds wait for another rank, which gets NACKs: no
+ * evidence. (A switch without WAIT, the P4 profile, sends every RESULT
+ * without it and names no lanes: any later round's RESULT is evidence, as
+ * it was before E11.) And, against reordering, LOSS_EVIDENCE RESULTs came
+ * since it was last sent (or ACKed). Checked on every pass, due or not
+ * (ag_window_tx()), so a loss is repaired as soon as the RESULTs say so,
+ * at most once per configured timer.
  */
 #define LOSS_EVIDENCE 3
 
 static bool
 loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
 {
-	return w->results - e->res_mark >= LOSS_EVIDENCE && w->cleared &&
-	       cais_seq_before(e->seq, w->clear_seq) && now - e->t_sent >= retx_floor(w);
+	unsigned int l = cais_lane(e->seq, w->conf.slots, w->lanes);
+
+	return w->results - e->res_mark >= LOSS_EVIDENCE && w->lane[l].cleared &&
+	       cais_seq_before(e->seq, w->lane[l].clear_seq) && now - e->t_sent >= retx_floor(w);
 }
 
 /*

@@ -21,14 +21,15 @@
 #include "dp_frame.h"
 #include "dp_pipeline.h"
 
+/* A RESULT's reason field: the session's lanes (E11: which rounds it speaks of). */
 static inline void
-to_result(struct cais_hdr *h, uint8_t flags, uint8_t dtype)
+to_result(struct cais_hdr *h, const struct dp_session *s, uint8_t flags, uint8_t dtype)
 {
 	h->ver_type = (uint8_t)(CAIS_VERSION << 4 | CAIS_TYPE_RESULT);
 	h->flags = flags;
 	h->rank = CAIS_RANK_NONE;
 	h->dtype = dtype;
-	h->reason = 0;
+	h->reason = rte_cpu_to_be_16(s->lanes);
 }
 
 /*
@@ -175,7 +176,7 @@ dp_reply_results(struct dp_lcore *lc, struct dp_session *s, struct dp_slot *sl, 
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	sl->ovf |= lc->sw->agg->wire[sl->out]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
 	sc->overflow += sl->ovf;
-	to_result(dp_mbuf_cais(m), result_flags(lc, sl), sl->out);
+	to_result(dp_mbuf_cais(m), s, result_flags(lc, sl), sl->out);
 	for (unsigned int r = 0; r < s->n; r++) {
 		if (r == to)
 			continue;
@@ -206,7 +207,7 @@ dp_reply_resend(struct dp_lcore *lc, const struct dp_session *s, const struct dp
 	dp_mbuf_set_len(m, CAIS_FRAME_OVERHEAD + plen);
 	/* the round's OVERFLOW is in sl->ovf already */
 	lc->sw->agg->wire[sl->out]->store(f + CAIS_FRAME_OVERHEAD, acc, sl->count);
-	to_result(dp_mbuf_cais(m), result_flags(lc, sl) | (wait ? CAIS_F_WAIT : 0), sl->out);
+	to_result(dp_mbuf_cais(m), s, result_flags(lc, sl) | (wait ? CAIS_F_WAIT : 0), sl->out);
 	to_member(f, &s->members[rank], CAIS_HDR_LEN + plen, sl->seq);
 	tx_result(lc, s, m->port, m);
 }

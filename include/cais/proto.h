@@ -208,7 +208,7 @@ struct __attribute__((packed)) cais_hdr {
 	uint8_t rank;	     /**< sender's rank (DATA); CAIS_RANK_NONE otherwise */
 	uint8_t dtype;	     /**< payload element type, CAIS_DT_FIXED32 */
 	cais_be16_t count;   /**< payload elements, 1..elems_per_packet (0 on REJECT) */
-	cais_be16_t reason;  /**< CAIS_R_* on REJECT, 0 otherwise */
+	cais_be16_t reason;  /**< CAIS_R_* on REJECT; lanes on RESULT (E11); 0 otherwise */
 };
 
 _Static_assert(sizeof(struct cais_hdr) == CAIS_HDR_LEN, "CAIS header is 24 bytes");
@@ -388,6 +388,22 @@ cais_slot_field(uint32_t seq, uint32_t pool)
 {
 	uint32_t index = seq & (pool - 1);
 	return (uint16_t)(index | ((seq & pool) ? CAIS_SET_BIT : 0));
+}
+
+/**
+ * The lane of chunk seq in a pool of S slots on a switch of `lanes` data
+ * lcores (docs/PROTOCOL.md E11: the reason field of a RESULT in a
+ * loss_hints session; 0 and 1 mean one): slot index mod lanes, the lcore
+ * whose rounds the RESULTs of that lane speak of.
+ */
+static inline unsigned int
+cais_lane(uint32_t seq, uint32_t pool, unsigned int lanes)
+{
+	uint32_t index = seq & (pool - 1);
+
+	if (lanes <= 1)
+		return 0;
+	return (lanes & (lanes - 1)) == 0 ? index & (lanes - 1) : index % lanes;
 }
 
 /** @return the type in a header (low nibble of ver_type). */

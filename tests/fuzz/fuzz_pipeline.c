@@ -339,7 +339,8 @@ check_generated(const uint8_t *f, uint32_t len)
 			return "RESULT dtype";
 		if (len != CAIS_FRAME_OVERHEAD + cais_payload_bytes(h.dtype, h.count))
 			return "RESULT length differs from its count";
-		if (h.reason != 0)
+		/* E11: session A (loss_hints) names the switch's lanes, B nothing */
+		if (h.reason != (h.tenant == FZ_A_TENANT ? FZ_LCORES : 0))
 			return "RESULT reason";
 		if (h.flags & ~(CAIS_F_OVERFLOW | CAIS_F_CONGESTED | CAIS_F_WAIT))
 			return "RESULT flags";

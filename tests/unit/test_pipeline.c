@@ -50,6 +50,8 @@ static struct tf_end SP;
 static const char *session_extra;
 /* Flows (E7 "ports") of member r of the next session.add, where not 0. */
 static unsigned int session_ports[N_PORTS];
+/* The reason field of the RESULTs expected: the switch's lcores in a loss_hints session (E11). */
+static uint16_t result_lanes;
 
 /*
  * Session (t, s) of n members H[first..first+n-1], pool `slots`, E elems;
@@ -158,6 +160,7 @@ result_frame(uint8_t *buf, const struct chunk *c, unsigned int rank, uint8_t dty
 	f.type = CAIS_TYPE_RESULT;
 	f.flags = flags;
 	f.dtype = dtype;
+	f.reason = result_lanes;
 	tf_udp_headers(buf, &AGG, &H[rank], CAIS_HDR_LEN + plen);
 	cais_hdr_build((struct cais_hdr *)(buf + CAIS_FRAME_HDR_OFF), &f);
 	memcpy(buf + CAIS_FRAME_OVERHEAD, payload, plen);
@@ -317,6 +320,7 @@ setup(void **state)
 	tenv_addrs(&AGG, H, N_PORTS);
 	session_extra = NULL;
 	memset(session_ports, 0, sizeof(session_ports));
+	result_lanes = 0;
 	E = tenv_create(&AGG, N_PORTS, 1);
 	session(1, 1, 4, 8, 64);
 	tensor(1, 1, 1, "sum");
@@ -602,6 +606,7 @@ t_wait_nack(void **state)
 	session(1, 2, 4, 8, 64);
 	session_extra = NULL;
 	tensor(1, 2, 1, "sum");
+	result_lanes = 1; /* its RESULTs name the switch's one lcore */
 	wait_nack(2, true);
 }
 
@@ -671,6 +676,7 @@ t_query(void **state)
 	session_extra = "\"loss_hints\":1,";
 	session(1, 3, 4, 8, 64);
 	session_extra = NULL;
+	result_lanes = 1;
 	tensor(1, 3, 1, "sum");
 	lc = &E->sw->lcores[0];
 	c601.seq = 601;
@@ -754,6 +760,7 @@ t_query_flows(void **state)
 	session(1, 4, 4, 8, 64);
 	session_extra = NULL;
 	session_ports[2] = 0;
+	result_lanes = 1;
 	tensor(1, 4, 1, "sum");
 	for (unsigned int i = 0; i < 4; i++)
 		c[i] = (struct chunk){1, 4, 1, 600 + i, 8, 64};
@@ -1293,7 +1300,8 @@ t_l2(void **state)
 /*
  * Slot ownership by reciprocal (dp_slot_owner()): lcore idx mod k, the
  * (idx / k)-th of its slots, for every index of the largest pool and
- * 1..16 lcores, and at the top of the 32-bit range.
+ * 1..16 lcores, and at the top of the 32-bit range. The owner is the lane
+ * that the hosts compute for a seq from the lanes a RESULT names (E11).
  */
 static void
 t_slot_owner(void **state)
@@ -1310,6 +1318,12 @@ t_slot_owner(void **state)
 
 			if (owner != idx % k || local != idx / k)
 				fail_msg("k %u idx %u: owner %u local %u", k, idx, owner, local);
+			/* seq idx + 3 x 2^15 of the largest pool, and of a pool of 1024 */
+			if (cais_lane(idx + 3u * CAIS_MAX_SLOTS, CAIS_MAX_SLOTS, k) != owner ||
+			    (idx < 1024 && cais_lane(idx + 5u * 1024, 1024, k) != owner))
+				fail_msg("k %u idx %u: lane %u, owner %u", k, idx,
+					 cais_lane(idx + 3u * CAIS_MAX_SLOTS, CAIS_MAX_SLOTS, k),
+					 owner);
 		}
 		for (unsigned int idx = 0xFFFFFFFFu - 64; idx != 0; idx++) {
 			unsigned int local = ~0u, owner = dp_slot_owner(&sw, idx, &local);
@@ -1320,7 +1334,10 @@ t_slot_owner(void **state)
 	}
 }
 
-/* With two lcores, DATA for a slot lcore 1 owns goes through its ring. */
+/*
+ * With two lcores, DATA for a slot lcore 1 owns goes through its ring. In
+ * session 2, with loss_hints, every RESULT names the two lanes (E11).
+ */
 static void
 t_handoff(void **state)
 {
@@ -1333,8 +1350,14 @@ t_handoff(void **state)
 	E = tenv_create(&AGG, N_PORTS, 2);
 	session(1, 1, 4, 8, 64);
 	tensor(1, 1, 1, "sum");
-	for (uint32_t q = 0; q < 4; q++) {
-		struct chunk c = {1, 1, 1, q, 8, 64};
+	session_extra = "\"loss_hints\":1,";
+	session(1, 2, 4, 8, 64);
+	session_extra = NULL;
+	tensor(1, 2, 1, "sum");
+	for (uint32_t q = 0; q < 8; q++) {
+		struct chunk c = {1, (uint16_t)(1 + q / 4), 1, q, 8, 64};
+
+		result_lanes = q < 4 ? 0 : 2;
 
 		expected_sum(&c, 4, want);
 		/* all four arrive on lcore 0 */
@@ -1353,7 +1376,7 @@ t_handoff(void **state)
 		assert_int_equal(E->cap[0].queue, 1); /* lcore 1 sends on its own TX queue */
 		expect_results(&c, 0xF, want, 0);
 	}
-	assert_int_equal(E->sw->lcores[0].c.handoffs, 8);
+	assert_int_equal(E->sw->lcores[0].c.handoffs, 16);
 	tenv_free(E);
 	E = e1;
 }

@@ -459,6 +459,25 @@ test_pool_size_ok(void **state)
 	assert_int_equal(ok, 16); /* 2^0 .. 2^15 */
 }
 
+/* The lane of a seq (E11): slot index mod lanes; 0 and 1 lanes are one. */
+static void
+test_lane(void **state)
+{
+	(void)state;
+	for (uint32_t seq = 0; seq < 100; seq++) {
+		assert_int_equal(cais_lane(seq, 16, 0), 0);
+		assert_int_equal(cais_lane(seq, 16, 1), 0);
+		assert_int_equal(cais_lane(seq, 16, 2), seq % 2);
+		assert_int_equal(cais_lane(seq, 16, 4), seq % 4);
+		assert_int_equal(cais_lane(seq, 16, 3), (seq % 16) % 3);
+		assert_int_equal(cais_lane(seq, 1024, 12), seq % 12);
+	}
+	/* the slot index, not the seq: 2^32 is no multiple of 3 */
+	assert_int_equal(cais_lane(0xFFFFFFFFu, 16, 3), 0);
+	assert_int_equal(cais_lane(0xFFFFFFFFu, 32768, 5), 32767 % 5);
+	assert_int_equal(cais_lane(17, 16, 16), 1);
+}
+
 /* slot = seq mod S, set = (seq / S) mod 2, for S in 1..32768, including the wrap of seq. */
 static void
 test_slot_field(void **state)
@@ -561,12 +580,18 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sizes),	    cmocka_unit_test(test_round_trip),
-	    cmocka_unit_test(test_wire_bytes),	    cmocka_unit_test(test_hdr_check),
-	    cmocka_unit_test(test_hdr_check_exact), cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_wire_bytes),
+	    cmocka_unit_test(test_hdr_check),
+	    cmocka_unit_test(test_hdr_check_exact),
+	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_op_names),
-	    cmocka_unit_test(test_seq_before),	    cmocka_unit_test(test_pool_size_ok),
-	    cmocka_unit_test(test_slot_field),	    cmocka_unit_test(test_data_fields),
+	    cmocka_unit_test(test_seq_before),
+	    cmocka_unit_test(test_pool_size_ok),
+	    cmocka_unit_test(test_slot_field),
+	    cmocka_unit_test(test_lane),
+	    cmocka_unit_test(test_data_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,6 +45,7 @@ struct fixture {
 	unsigned int queries;	/* QUERYs the window sent (E12) */
 	uint32_t query_seq;	/* ... the last one's seq */
 	unsigned int retx_seqs; /* the seqs retransmitted since the test last cleared it */
+	uint16_t lanes;		/* the reason field of the test switch's RESULTs (E11) */
 	uint64_t silent_at;	/* the clock at the first silent event */
 	uint64_t now;
 };
@@ -233,6 +234,8 @@ answer_send(struct fixture *f, uint32_t seq, uint8_t type, uint8_t flags)
 		h.count = 0;
 		len = CAIS_HDR_LEN;
 	}
+	if (type == CAIS_TYPE_RESULT)
+		h.reason = f->lanes;
 	cais_hdr_build((struct cais_hdr *)buf, &h);
 	assert_int_equal(
 	    sendto(f->sw, buf, len, 0, (const struct sockaddr *)&f->host, sizeof(f->host)),
@@ -424,6 +427,53 @@ t_evidence(void **state)
 }
 
 /*
+ * Lanes (E11): a switch of two lcores, seq 0 on lane 0. RESULTs of lane 1
+ * without WAIT say nothing of it: no evidence (with one lane, the same
+ * RESULTs are: t_evidence); a RESULT of lane 0 without WAIT is.
+ */
+static void
+t_lanes(void **state)
+{
+	struct fixture *f = *state;
+
+	f->lanes = 2;
+	send_chunks(f);
+	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
+	answer_at(f, 3, CAIS_TYPE_RESULT, 0.5);
+	answer_flags_at(f, 2, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
+	assert_int_equal(f->results, NCHUNK - 1);
+	assert_int_equal(tx_at(f, 1.1), 0); /* no evidence, and no probe yet */
+	assert_int_equal(tx_at(f, 3.0), 1); /* the probe, a timer later */
+}
+
+static void
+t_lanes_evidence(void **state)
+{
+	struct fixture *f = *state;
+
+	f->lanes = 2;
+	send_chunks(f);
+	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
+	answer_flags_at(f, 3, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
+	answer_at(f, 2, CAIS_TYPE_RESULT, 0.5); /* lane 0, seq 0's */
+	assert_int_equal(tx_at(f, 0.9), 0);
+	assert_int_equal(tx_at(f, 1.1), 1);
+}
+
+/* One lane (a switch that names none): lane 1's RESULTs of t_lanes are evidence. */
+static void
+t_one_lane(void **state)
+{
+	struct fixture *f = *state;
+
+	send_chunks(f);
+	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
+	answer_at(f, 3, CAIS_TYPE_RESULT, 0.5);
+	answer_flags_at(f, 2, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
+	assert_int_equal(tx_at(f, 1.1), 1);
+}
+
+/*
  * A NACK (E11): the chunk's DATA is missing from its round while later ones
  * completed: it goes again at once, beside the one probe of a timer, and a
  * chunk sent once goes at once however soon the NACK comes; a NACK within a
@@ -604,7 +654,7 @@ t_first_timer(void **state)
 	send_chunks(f);
 	assert_int_equal(tx_at(f, 1.1), 0);
 	assert_int_equal(tx_at(f, 4.9), 0);
-	assert_int_equal(tx_at(f, 5.1), 1); /* the probe */
+	assert_int_equal(tx_at(f, 5.1), 1);	/* the probe */
 	answer_at(f, 1, CAIS_TYPE_RESULT, 5.2); /* never retransmitted: a sample */
 	/* seqs 2, 3 due at 10.1 (a timer after the probe): a RESULT 5 ms ago,
 	 * and the timer is 5.2 + 4 x 2.6 = 15.6 ms now: no probe */
@@ -646,6 +696,9 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup_no_query, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_evidence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lanes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lanes_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_one_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_timer, setup, teardown),
