@@ -22,7 +22,9 @@
  * RESULTs name); a switch with more is heard as one lane, as before E11's
  * lanes: needless retransmissions, never a missed one.
  */
-#define AG_MAX_LANES 128
+#define AG_MAX_LANES   128
+/** QUERYs at most in one pass: one for each of the newest lanes' chunks. */
+#define AG_QUERY_LANES 16
 
 /** A chunk in the window, at index seq & (S - 1). */
 struct ag_window_entry {
@@ -500,15 +502,15 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 {
 	void *owner = e->owner;
 	uint32_t idx = e->idx;
+	unsigned int l;
 
 	if ((e->tries == 0 && !e->queried) || e->acked)
 		rtt_sample(w, now - e->t_first);
 	w->results++;
 	w->query_backoff = 0;
+	l = lane_of(w, e->seq, f->reason);
 	/* WAIT: older rounds that hold this rank's DATA wait for others (loss_evident()) */
 	if (!(f->flags & CAIS_F_WAIT)) {
-		unsigned int l = lane_of(w, e->seq, f->reason);
-
 		w->lane[l].cleared = true;
 		w->lane[l].clear_seq = e->seq;
 	}
@@ -815,19 +817,20 @@ cold(const struct ag_window *w, uint64_t now)
  * that was lost, and at a collective's end no later round completes to
  * NACK it (E11): only a timer would tell. So it asks: a header-only copy
  * of the newest chunk it sent, flagged QUERY, on the same flow behind that
- * DATA and every earlier one. The switch answers from the round's state: an
- * ACK (in, the round waits; and a NACK of each older round that misses this
- * rank's DATA), a NACK (not in: lost, sent again at once), or the RESULT
- * again (the round is complete: the RESULT was lost). The first goes the
- * flow's smoothed round trip (its RESULTs' time, waits for other ranks
- * included; the configured timer at least) after the later of the last
- * RESULT, the last QUERY and that chunk's last send: sooner, most QUERYs
- * would only cross their RESULT. The interval doubles per QUERY until a
- * RESULT comes, six times at most; not while the
- * socket holds datagrams not read yet (a thread descheduled past the timer
- * reads the RESULTs that came meanwhile first). A switch that does not
- * answer QUERYs (the P4 profile drops them as malformed) leaves the timers
- * of E6 to do it.
+ * DATA and every earlier one; on a switch of several lanes (E11), one for
+ * the newest chunk of each lane (newest_per_lane()). The switch answers
+ * from the round's state: an ACK (in, the round waits; and a NACK of each
+ * older round of its lane that misses this rank's DATA), a NACK (not in:
+ * lost, sent again at once), or the RESULT again (the round is complete:
+ * the RESULT was lost). The first goes the flow's smoothed round trip (its
+ * RESULTs' time, waits for other ranks included; the configured timer at
+ * least) after the later of the last RESULT, the last QUERY and the newest
+ * chunk's last send: sooner, most QUERYs would only cross their RESULT.
+ * The interval doubles per QUERY until a RESULT comes, six times at most;
+ * not while the socket holds datagrams not read yet (a thread descheduled
+ * past the timer reads the RESULTs that came meanwhile first). A switch
+ * that does not answer QUERYs (the P4 profile drops them as malformed)
+ * leaves the timers of E6 to do it.
  */
 static struct ag_window_entry *
 newest_sent(const struct ag_window *w)
@@ -854,28 +857,61 @@ query_due(const struct ag_window *w, const struct ag_window_entry *e)
 	return since + (gap << w->query_backoff);
 }
 
+/*
+ * The newest chunk sent of each lane that holds one (E11), newest first, at
+ * most max of them: each lane's QUERY answers for that lane's older rounds
+ * only, as its lcore holds no other. With one lane, newest_sent()'s.
+ */
+static unsigned int
+newest_per_lane(const struct ag_window *w, struct ag_window_entry **out, unsigned int max)
+{
+	unsigned int n = 0, lanes = w->lanes > 1 ? w->lanes : 1;
+	uint64_t seen[AG_MAX_LANES / 64] = {0};
+
+	for (uint32_t seq = w->next; seq != w->base && n < max && n < lanes; seq--) {
+		struct ag_window_entry *e = entry(w, seq - 1);
+		unsigned int l;
+
+		if (!holds(e, seq - 1) || e->unsent)
+			continue;
+		l = cais_lane(seq - 1, w->conf.slots, lanes);
+		if ((seen[l / 64] >> (l % 64)) & 1)
+			continue;
+		seen[l / 64] |= 1ull << (l % 64);
+		out[n++] = e;
+	}
+	return n;
+}
+
 static void
 query(struct ag_window *w, uint64_t now)
 {
-	struct ag_window_entry *e = newest_sent(w);
+	struct ag_window_entry *e = newest_sent(w), *ask[AG_QUERY_LANES];
 	struct pollfd in = {.fd = w->fd, .events = POLLIN};
-	struct cais_hdr h;
+	unsigned int n, sent = 0;
 
 	if (w->conf.no_query || !e || (int64_t)(now - query_due(w, e)) < 0)
 		return;
 	/* answers not read yet (the thread was descheduled): read them first */
 	if (poll(&in, 1, 0) > 0)
 		return;
-	h = e->hdr;
-	h.flags = CAIS_F_QUERY;
 	w->last_query = now;
-	if (sendto(w->fd, &h, CAIS_HDR_LEN, MSG_DONTWAIT, (const struct sockaddr *)&w->conf.sw,
-		   sizeof(w->conf.sw)) != CAIS_HDR_LEN)
-		return; /* the socket is full: asked again an interval later */
+	n = newest_per_lane(w, ask, AG_QUERY_LANES);
+	for (; sent < n; sent++) {
+		struct cais_hdr h = ask[sent]->hdr;
+
+		h.flags = CAIS_F_QUERY;
+		if (sendto(w->fd, &h, CAIS_HDR_LEN, MSG_DONTWAIT,
+			   (const struct sockaddr *)&w->conf.sw,
+			   sizeof(w->conf.sw)) != CAIS_HDR_LEN)
+			break; /* the socket is full: asked again an interval later */
+		ask[sent]->queried = true;
+	}
+	if (!sent)
+		return;
 	if (w->query_backoff < 6)
 		w->query_backoff++;
-	e->queried = true;
-	count(&w->st.queries, 1);
+	count(&w->st.queries, sent);
 }
 
 void

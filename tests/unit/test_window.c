@@ -42,11 +42,12 @@ struct fixture {
 	uint8_t last[NCHUNK][CAIS_HDR_LEN + 4 * ELEMS]; /* the last DATA of each seq */
 	atomic_uint retx;
 	unsigned int results, silent;
-	unsigned int queries;	/* QUERYs the window sent (E12) */
-	uint32_t query_seq;	/* ... the last one's seq */
-	unsigned int retx_seqs; /* the seqs retransmitted since the test last cleared it */
-	uint16_t lanes;		/* the reason field of the test switch's RESULTs (E11) */
-	uint64_t silent_at;	/* the clock at the first silent event */
+	unsigned int queries;	 /* QUERYs the window sent (E12) */
+	uint32_t query_seq;	 /* ... the last one's seq */
+	unsigned int query_seqs; /* ... the seqs asked about since the test last cleared it */
+	unsigned int retx_seqs;	 /* the seqs retransmitted since the test last cleared it */
+	uint16_t lanes;		 /* the reason field of the test switch's RESULTs (E11) */
+	uint64_t silent_at;	 /* the clock at the first silent event */
 	uint64_t now;
 };
 
@@ -190,6 +191,7 @@ retransmitted(struct fixture *f, unsigned int *fresh)
 			assert_int_equal((size_t)len, CAIS_HDR_LEN);
 			f->queries++;
 			f->query_seq = h.seq;
+			f->query_seqs |= 1u << h.seq;
 			continue;
 		}
 		assert_int_equal((size_t)len, sizeof(f->last[0]));
@@ -460,6 +462,25 @@ t_lanes_evidence(void **state)
 	assert_int_equal(tx_at(f, 1.1), 1);
 }
 
+/*
+ * A switch whose lanes change (restarted with 4 lcores): what lane 0 said
+ * with 2 is forgotten; with 4, seqs 1 and 3 are lanes 1 and 3.
+ */
+static void
+t_lanes_change(void **state)
+{
+	struct fixture *f = *state;
+
+	f->lanes = 2;
+	send_chunks(f);
+	answer_at(f, 2, CAIS_TYPE_RESULT, 0.5);
+	f->lanes = 4;
+	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
+	answer_at(f, 3, CAIS_TYPE_RESULT, 0.5);
+	assert_int_equal(tx_at(f, 1.1), 0);
+	assert_int_equal(tx_at(f, 3.0), 1);
+}
+
 /* One lane (a switch that names none): lane 1's RESULTs of t_lanes are evidence. */
 static void
 t_one_lane(void **state)
@@ -543,6 +564,28 @@ t_query(void **state)
 	assert_int_equal(ag_window_state(f->w, 1), AG_W_ACKED);
 	ag_window_stats(f->w, &st);
 	assert_int_equal(st.queries, 3);
+}
+
+/*
+ * QUERY on a switch of two lanes (E11): one for the newest chunk of each
+ * lane, as each lcore answers for its own rounds only; the next pass, an
+ * interval later, asks the same two.
+ */
+static void
+t_query_lanes(void **state)
+{
+	struct fixture *f = *state;
+
+	f->lanes = 2;
+	send_chunks(f);
+	answer_flags_at(f, 0, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5); /* a 0.5 ms sample */
+	queries_at(f, 1.4, 0, ANY_SEQ);				   /* a timer after the RESULT */
+	queries_at(f, 1.5, 2, ANY_SEQ);
+	assert_int_equal(f->query_seqs, 1u << 2 | 1u << 3);
+	f->query_seqs = 0;
+	queries_at(f, 3.4, 2, ANY_SEQ); /* then two timers */
+	queries_at(f, 3.5, 4, ANY_SEQ);
+	assert_int_equal(f->query_seqs, 1u << 2 | 1u << 3);
 }
 
 /*
@@ -698,11 +741,13 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_evidence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lanes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lanes_evidence, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lanes_change, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_one_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_timer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_reads_first, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_lanes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
