@@ -20,6 +20,7 @@ struct ag_query {
 	uint16_t n_answered;
 	bool any_waiting; /**< some peer has not sent it, or sent it recently */
 	uint64_t next;	  /**< the next round of FETCH */
+	uint32_t wait_us; /**< ... this long after the last (AG_QUERY_US, doubling) */
 };
 
 struct ag_fetch {
@@ -87,7 +88,7 @@ ask(struct ag_fetch *f, struct ag_query *q, uint64_t now)
 	memset(q->answered, 0, sizeof(q->answered));
 	q->n_answered = 0;
 	q->any_waiting = false;
-	q->next = now + (uint64_t)AG_QUERY_US * 1000;
+	q->next = now + (uint64_t)q->wait_us * 1000;
 	ag_msg_init(&h, f->conf.rank, AG_FETCH, 0, q->seq, 1, 0, 0);
 	for (unsigned int p = 0; p < f->conf.world; p++)
 		if (p != f->conf.rank)
@@ -105,6 +106,7 @@ ag_fetch_start(struct ag_fetch *f, uint32_t seq, uint64_t now)
 		f->n_active++;
 	q->active = true;
 	q->seq = seq;
+	q->wait_us = AG_QUERY_US;
 	ask(f, q, now);
 	return AG_FETCH_WAIT;
 }
@@ -115,8 +117,11 @@ ag_fetch_tick(struct ag_fetch *f, uint64_t now)
 	for (uint32_t i = 0; f->n_active && i < f->conf.slots; i++) {
 		struct ag_query *q = &f->q[i];
 
-		if (live(f, q) && (int64_t)(now - q->next) >= 0)
+		if (live(f, q) && (int64_t)(now - q->next) >= 0) {
+			if (q->wait_us < AG_QUERY_MAX_US)
+				q->wait_us *= 2;
 			ask(f, q, now);
+		}
 	}
 }
 

@@ -21,8 +21,14 @@
 #include "flow.h"
 #include "peer.h"
 
-/** While waiting on peers for a silent chunk, ask again this often. */
-#define AG_QUERY_US 20000u
+/**
+ * While waiting on peers for a silent chunk, ask again after this, then
+ * twice as long each time, up to AG_QUERY_MAX_US: a round that waits for a
+ * rank busy elsewhere (its collective on the ring, or not issued yet) keeps
+ * every chunk of the window silent, and each asks every peer.
+ */
+#define AG_QUERY_US	20000u
+#define AG_QUERY_MAX_US 320000u
 
 /** A FETCH_NO's state of the answering rank for that seq (the message's flags). */
 enum ag_have {
@@ -69,7 +75,8 @@ void ag_fetch_close(struct ag_fetch *f);
 
 /**
  * Chunk seq is silent (its flow says so): ask every peer now, and again
- * every AG_QUERY_US while its flow holds it as silent.
+ * while its flow holds it as silent, AG_QUERY_US later, then at doubling
+ * intervals (AG_QUERY_MAX_US at most).
  * @return AG_FETCH_RING when there is no peer to ask
  */
 enum ag_fetch_verdict ag_fetch_start(struct ag_fetch *f, uint32_t seq, uint64_t now);
