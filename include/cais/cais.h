@@ -141,7 +141,8 @@ struct cais_config {
 				    * of two), at least the switch's lcores (a power of two:
 				    * each flow's rounds on one lcore), and registers them; a
 				    * static one takes one, as its switch entry is the
-				    * operator's: give it a multiple of the switch's lcores */
+				    * operator's (a multiple of the switch's lcores keeps
+				    * each flow's rounds on one lcore) */
 	size_t threshold;	  /**< offload threshold in bytes */
 	uint32_t retx_timeout_us; /**< retransmission timer */
 	uint32_t retries;     /**< retransmissions before the switch counts as silent, 0..1000 */

@@ -429,23 +429,44 @@ t_evidence(void **state)
 }
 
 /*
+ * NCHUNK chunks at T0 to a switch whose RESULTs name `lanes` (E11); at
+ * 0.5 ms the RESULTs of seqs a and b come without WAIT, and of seq waited
+ * with WAIT: seq 0's is missing.
+ */
+static void
+lane_results(struct fixture *f, uint16_t lanes, uint32_t a, uint32_t b, uint32_t waited)
+{
+	f->lanes = lanes;
+	send_chunks(f);
+	answer_at(f, a, CAIS_TYPE_RESULT, 0.5);
+	answer_at(f, b, CAIS_TYPE_RESULT, 0.5);
+	answer_flags_at(f, waited, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
+	assert_int_equal(f->results, NCHUNK - 1);
+}
+
+/*
  * Lanes (E11): a switch of two lcores, seq 0 on lane 0. RESULTs of lane 1
- * without WAIT say nothing of it: no evidence (with one lane, the same
- * RESULTs are: t_evidence); a RESULT of lane 0 without WAIT is.
+ * without WAIT say nothing of it: no evidence, only the probe a timer
+ * later. With one lane (a switch that names none) the same RESULTs are
+ * evidence, and so is, with two, a RESULT of lane 0 without WAIT.
  */
 static void
 t_lanes(void **state)
 {
 	struct fixture *f = *state;
 
-	f->lanes = 2;
-	send_chunks(f);
-	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
-	answer_at(f, 3, CAIS_TYPE_RESULT, 0.5);
-	answer_flags_at(f, 2, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
-	assert_int_equal(f->results, NCHUNK - 1);
-	assert_int_equal(tx_at(f, 1.1), 0); /* no evidence, and no probe yet */
-	assert_int_equal(tx_at(f, 3.0), 1); /* the probe, a timer later */
+	lane_results(f, 2, 1, 3, 2);
+	assert_int_equal(tx_at(f, 1.1), 0);
+	assert_int_equal(tx_at(f, 3.0), 1);
+}
+
+static void
+t_one_lane(void **state)
+{
+	struct fixture *f = *state;
+
+	lane_results(f, 0, 1, 3, 2);
+	assert_int_equal(tx_at(f, 1.1), 1);
 }
 
 static void
@@ -453,12 +474,8 @@ t_lanes_evidence(void **state)
 {
 	struct fixture *f = *state;
 
-	f->lanes = 2;
-	send_chunks(f);
-	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
-	answer_flags_at(f, 3, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
-	answer_at(f, 2, CAIS_TYPE_RESULT, 0.5); /* lane 0, seq 0's */
-	assert_int_equal(tx_at(f, 0.9), 0);
+	lane_results(f, 2, 1, 2, 3);
+	assert_int_equal(tx_at(f, 0.9), 0); /* sent 0.9 ms ago: within the timer */
 	assert_int_equal(tx_at(f, 1.1), 1);
 }
 
@@ -479,19 +496,6 @@ t_lanes_change(void **state)
 	answer_at(f, 3, CAIS_TYPE_RESULT, 0.5);
 	assert_int_equal(tx_at(f, 1.1), 0);
 	assert_int_equal(tx_at(f, 3.0), 1);
-}
-
-/* One lane (a switch that names none): lane 1's RESULTs of t_lanes are evidence. */
-static void
-t_one_lane(void **state)
-{
-	struct fixture *f = *state;
-
-	send_chunks(f);
-	answer_at(f, 1, CAIS_TYPE_RESULT, 0.5);
-	answer_at(f, 3, CAIS_TYPE_RESULT, 0.5);
-	answer_flags_at(f, 2, CAIS_TYPE_RESULT, CAIS_F_WAIT, 0.5);
-	assert_int_equal(tx_at(f, 1.1), 1);
 }
 
 /*
