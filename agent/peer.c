@@ -35,8 +35,9 @@ struct ag_conn {
 	int peer; /**< rank, -1 until HELLO */
 	int kind; /**< enum ag_conn_kind */
 	bool outbound;
-	bool connecting; /**< non-blocking connect in progress */
-	uint64_t retry_at;
+	bool connecting;   /**< non-blocking connect in progress */
+	uint8_t restarts;  /**< connects started over since the last one answered */
+	uint64_t retry_at; /**< connect again (fd < 0); start over (connecting) */
 	STAILQ_HEAD(, ag_out) outq;
 	/* input */
 	struct ag_msg in;
@@ -244,6 +245,7 @@ conn_connect(struct ag_peers *p, struct ag_conn *k)
 	}
 	k->fd = fd;
 	k->connecting = true;
+	k->retry_at = p->now + ((uint64_t)AG_CONNECT_SYN_US << k->restarts) * 1000;
 	k->readable = true;
 	k->in_got = 0;
 	k->in_pay_got = 0;
@@ -465,6 +467,14 @@ conn_failed(struct ag_peers *p, struct ag_conn *k)
 	}
 }
 
+/* Is k's connect, unanswered, due to start over (AG_CONNECT_SYN_US)? */
+static bool
+restart_due(const struct ag_peers *p, const struct ag_conn *k)
+{
+	return k->connecting && k->restarts < AG_CONNECT_RESTARTS &&
+	       (int64_t)(p->now - k->retry_at) >= 0;
+}
+
 static void
 service(struct ag_peers *p, struct ag_conn *k)
 {
@@ -480,14 +490,20 @@ service(struct ag_peers *p, struct ag_conn *k)
 		socklen_t l = sizeof(err);
 		struct pollfd pf = {.fd = k->fd, .events = POLLOUT};
 
-		if (poll(&pf, 1, 0) <= 0)
+		if (poll(&pf, 1, 0) <= 0) {
+			if (restart_due(p, k)) { /* no SYN-ACK: a fresh SYN, not Linux's 1 s */
+				k->restarts++;
+				conn_connect(p, k);
+			}
 			return;
+		}
 		getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &l);
 		if (err) {
 			conn_failed(p, k);
 			return;
 		}
 		k->connecting = false;
+		k->restarts = 0;
 	}
 	/* read only what the last poll found readable: a read that finds nothing is a
 	 * system call for nothing, on every pass of the loop */
@@ -602,7 +618,9 @@ ag_peers_polled(struct ag_peers *p, const struct pollfd *pfd, unsigned int n)
 static uint64_t
 retry_time(const struct ag_conn *k, uint64_t t)
 {
-	if (k && k->outbound && k->fd < 0 && !STAILQ_EMPTY(&k->outq) && k->retry_at < t)
+	if (k && k->outbound && k->retry_at < t &&
+	    ((k->fd < 0 && !STAILQ_EMPTY(&k->outq)) ||
+	     (k->connecting && k->restarts < AG_CONNECT_RESTARTS)))
 		return k->retry_at;
 	return t;
 }

@@ -12,7 +12,8 @@
  * whichever side needs one; ring data goes on a connection of its own from
  * each rank to the next, so small control messages never wait behind
  * megabytes of ring data. Sockets are non-blocking; a failed outbound
- * connection with data to send connects again after AG_CONNECT_RETRY_US.
+ * connection with data to send connects again after AG_CONNECT_RETRY_US,
+ * and a connect not answered within AG_CONNECT_SYN_US starts over.
  * Used by one thread (the communicator's progress thread).
  */
 #ifndef AG_PEER_H
@@ -24,6 +25,14 @@
 
 /** A peer not listening yet (starting up): connect again after this. */
 #define AG_CONNECT_RETRY_US 20000u
+/**
+ * A connect not answered this long (a SYN or SYN-ACK lost: Linux sends it
+ * again only after 1 s, then 2 s more, whatever the route's rto_min) starts
+ * over with a fresh SYN; then twice as long, AG_CONNECT_RESTARTS times at
+ * most, before the kernel's own timers alone.
+ */
+#define AG_CONNECT_SYN_US   100000u
+#define AG_CONNECT_RESTARTS 3u
 /** Ring data moves in messages of at most this many bytes (bounded receive buffers). */
 #define AG_RING_PIECE	    (256u << 10)
 
