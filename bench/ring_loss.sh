@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# bench/ring_loss.sh: the agent's ring all-reduce (TCP through cais-switch,
+# forwarded) under loss, and its slowest collectives (bench/README.md
+# "Lanes"). One testbed of N hosts, cais-switch with L data lcores dropping
+# P% of what it receives (--rx-loss), each host dropping P% of its IP input
+# (nftables) with rto_min 5 ms on its route; cais-allreduce-perf --path ring
+# of bf16 1, 2 and 4 MiB, K timed iterations each, every one after a
+# 1-element ring line-up. Prints rank 0's medians, each rank's p50/p90/p99
+# over all its collectives (line-ups included) and its TCP counters: SYN
+# (and SYN-ACK) retransmissions, timeouts, retransmitted segments.
+#
+#   bench/ring_loss.sh [--ranks N] [--lcores L] [--loss P] [--iters K] [--build DIR]
+#                                      (default 8, 2, 5, 8, build/; needs root)
+set -euo pipefail
+PROG=ring_loss.sh
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../scripts/lib/switch.sh
+. "$ROOT/scripts/lib/switch.sh"
+N=8 LCORES=2 LOSS=5 ITERS=8 BUILD="$ROOT/build"
+
+usage() {
+	sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//'
+}
+die() {
+	echo "$PROG: $*" >&2
+	exit 1
+}
+while [ $# -gt 0 ]; do
+	case $1 in
+	-h | --help) usage && exit 0 ;;
+	--ranks) N=${2:-} && shift ;;
+	--lcores) LCORES=${2:-} && shift ;;
+	--loss) LOSS=${2:-} && shift ;;
+	--iters) ITERS=${2:-} && shift ;;
+	--build) BUILD=${2:-} && shift ;;
+	*) echo "$PROG: unknown argument '$1'" >&2 && echo "Try '$PROG --help'." >&2 && exit 2 ;;
+	esac
+	shift
+done
+[[ "$N" =~ ^[0-9]{1,2}$ ]] && [ "$N" -ge 2 ] && [ "$N" -le 16 ] || die "--ranks '$N': 2..16"
+[[ "$LCORES" =~ ^[0-9]{1,2}$ ]] && [ "$LCORES" -ge 1 ] || die "--lcores '$LCORES': 1 or more"
+[ "$LCORES" -le "$(nproc)" ] || die "--lcores $LCORES: this machine has $(nproc) CPUs"
+[[ "$LOSS" =~ ^[0-9]{1,2}$ ]] && [ "$LOSS" -le 25 ] || die "--loss '$LOSS': a percentage, 0..25"
+[[ "$ITERS" =~ ^[0-9]{1,3}$ ]] && [ "$ITERS" -ge 1 ] || die "--iters '$ITERS': 1..999"
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces)"
+[ "$LOSS" -eq 0 ] || command -v nft >/dev/null || die "--loss needs nft (nftables)"
+SWITCH="$BUILD/dataplane/cais-switch" PERF="$BUILD/agent/cais-allreduce-perf"
+[ -x "$SWITCH" ] && [ -x "$PERF" ] || die "no cais-switch or cais-allreduce-perf in $BUILD (meson compile -C $BUILD)"
+
+NAME="rl$((RANDOM % 9000 + 1000))"
+WORK=$(mktemp -d /tmp/cais-ring-loss.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	[ -z "${CB_SW_PID:-}" ] || cb_switch_stop 5 >/dev/null 2>&1 || true
+	bash "$ROOT/scripts/testbed.sh" down --name "$NAME" >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+say() { echo "[ring_loss $(date +%T)] $*"; }
+
+say "$N hosts, cais-switch with $LCORES lcore(s), $LOSS% loss both ways, $ITERS iterations of 1, 2, 4 MiB (bf16, --path ring)"
+bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$N" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
+	{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
+eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
+for ((i = 1; i <= N; i++)); do
+	ns=$(eval "echo \$TB_NS_$i")
+	if [ "$LOSS" -gt 0 ]; then
+		ip netns exec "$ns" nft -f - <<NFT || die "nft: the loss rule on host $i"
+table inet cais_ring_loss {
+	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS drop; }
+}
+NFT
+	fi
+	route=$(ip netns exec "$ns" ip -4 route show dev eth0 scope link | head -n 1)
+	[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
+		die "host $i: rto_min on its route to the data network"
+done
+cb_members "$N" 47000
+SW_LOSS=()
+[ "$LOSS" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS")
+CB_SW_LCORES=$LCORES cb_switch_start "$SWITCH" "$NAME" "$WORK/switch.log" "$N" --stats-period 0 \
+	"${SW_LOSS[@]}" || die "cais-switch did not start"
+for ((i = 1; i <= N; i++)); do
+	timeout -k 5 300 ip netns exec "$(eval "echo \$TB_NS_$i")" "$PERF" --rank $((i - 1)) \
+		--world "$N" --switch "$TB_AGG_IP" --peers "$CB_PEERS" --slots 64 --elems 2048 \
+		--dtype bf16 --op sum --min-bytes 1M --max-bytes 4M --iters "$ITERS" --warmup 1 --sync \
+		--check --path ring --threshold 0 >"$WORK/h$i.log" 2>&1 &
+	PIDS+=($!)
+done
+ok=1
+for ((i = 1; i <= N; i++)); do
+	wait "${PIDS[$((i - 1))]}" || { ok=0 && echo "---- host $i failed:" >&2 && grep -v '^#' "$WORK/h$i.log" | tail -n 5 >&2; }
+done
+PIDS=()
+say "rank 0's medians:"
+grep -v '^#' "$WORK/h1.log" | awk 'NF > 5 { printf "    %9d bytes  %10.1f ms\n", $1, $6 / 1000 }'
+say "each rank's collectives (p50 / p90 / p99 ms) and TCP (SYN retransmissions, timeouts, retransmitted segments):"
+for ((i = 1; i <= N; i++)); do
+	ns=$(eval "echo \$TB_NS_$i")
+	pct=$(grep -o 'p50 [0-9]* us p90 [0-9]* us p99 [0-9]* us' "$WORK/h$i.log" |
+		awk '{ printf "%.0f / %.0f / %.0f", $2 / 1000, $5 / 1000, $8 / 1000 }')
+	tcp=$(ip netns exec "$ns" nstat -a 2>/dev/null | awk '
+		$1 == "TcpExtTCPSynRetrans" { s = $2 } $1 == "TcpExtTCPTimeouts" { t = $2 }
+		$1 == "TcpRetransSegs" { r = $2 } END { printf "%d, %d, %d", s, t, r }')
+	echo "    rank $((i - 1)): ${pct:-?}; TCP $tcp"
+done
+[ $ok -eq 1 ] || die "a rank failed"
