@@ -2,14 +2,15 @@
 /**
  * @file
  * FETCH recovery (docs/PROTOCOL.md E2): a chunk the switch stays silent
- * about is asked of the peers, every AG_QUERY_US, since a peer that got its
- * RESULT holds the same fixed-point bytes; this rank answers the peers'
- * FETCHes from its result cache (cache.h) and its owner's active
- * collectives. A chunk goes to the ring only when every peer says it is
- * stuck too (the switch lost the round) or one peer is on the ring already.
- * A FETCH_OK carries one chunk's result as its RESULT carried it: n = count,
- * flags = the RESULT's flags, off = its wire dtype, len bytes of payload.
- * Used by one thread (the communicator's progress thread).
+ * about is asked of the peers (again AG_QUERY_US later, then at doubling
+ * intervals), since a peer that got its RESULT holds the same fixed-point
+ * bytes; this rank answers the peers' FETCHes from its result cache
+ * (cache.h) and its owner's active collectives. A chunk goes to the ring
+ * only when every peer says it is stuck too (the switch lost the round) or
+ * one peer is on the ring already. A FETCH_OK carries one chunk's result
+ * as its RESULT carried it: n = count, flags = the RESULT's flags, off =
+ * its wire dtype, len bytes of payload. Used by one thread (the
+ * communicator's progress thread).
  */
 #ifndef AG_FETCH_H
 #define AG_FETCH_H
