@@ -648,10 +648,8 @@ ag_comm_auto_flows(uint32_t slots, unsigned int lcores)
 		cpus = (unsigned int)CPU_COUNT(&set);
 	while (2 * k <= cpus && 2 * k <= AG_MAX_FLOWS && 2 * k <= slots)
 		k *= 2;
-	if (lcores > 1 && (lcores & (lcores - 1)) == 0 && lcores <= AG_MAX_FLOWS &&
-	    lcores <= slots)
-		while (k < lcores)
-			k *= 2;
+	if (lcores > k && (lcores & (lcores - 1)) == 0 && lcores <= AG_MAX_FLOWS && lcores <= slots)
+		k = lcores;
 	return k;
 }
 

@@ -832,35 +832,10 @@ cold(const struct ag_window *w, uint64_t now)
  * that does not answer QUERYs (the P4 profile drops them as malformed)
  * leaves the timers of E6 to do it.
  */
-static struct ag_window_entry *
-newest_sent(const struct ag_window *w)
-{
-	for (uint32_t seq = w->next; seq != w->base; seq--) {
-		struct ag_window_entry *e = entry(w, seq - 1);
-
-		if (holds(e, seq - 1) && !e->unsent)
-			return e;
-	}
-	return NULL;
-}
-
-/* When the next QUERY about e, the newest chunk sent, is due. */
-static uint64_t
-query_due(const struct ag_window *w, const struct ag_window_entry *e)
-{
-	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
-
-	if (w->heard_result > since)
-		since = w->heard_result;
-	if (w->last_query > since)
-		since = w->last_query;
-	return since + (gap << w->query_backoff);
-}
-
 /*
  * The newest chunk sent of each lane that holds one (E11), newest first, at
  * most max of them: each lane's QUERY answers for that lane's older rounds
- * only, as its lcore holds no other. With one lane, newest_sent()'s.
+ * only, as its lcore holds no other.
  */
 static unsigned int
 newest_per_lane(const struct ag_window *w, struct ag_window_entry **out, unsigned int max)
@@ -881,6 +856,28 @@ newest_per_lane(const struct ag_window *w, struct ag_window_entry **out, unsigne
 		out[n++] = e;
 	}
 	return n;
+}
+
+/* The newest chunk sent, of any lane, or NULL. */
+static struct ag_window_entry *
+newest_sent(const struct ag_window *w)
+{
+	struct ag_window_entry *e;
+
+	return newest_per_lane(w, &e, 1) ? e : NULL;
+}
+
+/* When the next QUERY about e, the newest chunk sent, is due. */
+static uint64_t
+query_due(const struct ag_window *w, const struct ag_window_entry *e)
+{
+	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
+
+	if (w->heard_result > since)
+		since = w->heard_result;
+	if (w->last_query > since)
+		since = w->last_query;
+	return since + (gap << w->query_backoff);
 }
 
 static void

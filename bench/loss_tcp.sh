@@ -16,21 +16,16 @@
 #   bench/loss_tcp.sh [--loss P] [--count N]    (default 5, 1500; needs root)
 set -euo pipefail
 PROG=loss_tcp.sh
+# shellcheck source=../scripts/lib/cli.sh
+. "$(dirname "$0")/../scripts/lib/cli.sh"
 LOSS=5 COUNT=1500
 
-usage() {
-	sed -n '4,16p' "$0" | sed 's/^# \{0,1\}//'
-}
-die() {
-	echo "$PROG: $*" >&2
-	exit 1
-}
 while [ $# -gt 0 ]; do
 	case $1 in
-	-h | --help) usage && exit 0 ;;
+	-h | --help) cli_help 4 16 && exit 0 ;;
 	--loss) LOSS=${2:-} && shift ;;
 	--count) COUNT=${2:-} && shift ;;
-	*) echo "$PROG: unknown argument '$1'" >&2 && echo "Try '$PROG --help'." >&2 && exit 2 ;;
+	*) cli_unknown "$1" ;;
 	esac
 	shift
 done

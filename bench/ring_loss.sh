@@ -14,28 +14,24 @@
 #   bench/ring_loss.sh [--ranks N] [--lcores L] [--loss P] [--iters K] [--build DIR]
 #                                      (default 8, 2, 5, 8, build/; needs root)
 set -euo pipefail
+# shellcheck disable=SC2034 # scripts/lib/cli.sh's messages name it
 PROG=ring_loss.sh
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../scripts/lib/switch.sh
 . "$ROOT/scripts/lib/switch.sh"
+# shellcheck source=../scripts/lib/cli.sh
+. "$ROOT/scripts/lib/cli.sh"
 N=8 LCORES=2 LOSS=5 ITERS=8 BUILD="$ROOT/build"
 
-usage() {
-	sed -n '4,15p' "$0" | sed 's/^# \{0,1\}//'
-}
-die() {
-	echo "$PROG: $*" >&2
-	exit 1
-}
 while [ $# -gt 0 ]; do
 	case $1 in
-	-h | --help) usage && exit 0 ;;
+	-h | --help) cli_help 4 15 && exit 0 ;;
 	--ranks) N=${2:-} && shift ;;
 	--lcores) LCORES=${2:-} && shift ;;
 	--loss) LOSS=${2:-} && shift ;;
 	--iters) ITERS=${2:-} && shift ;;
 	--build) BUILD=${2:-} && shift ;;
-	*) echo "$PROG: unknown argument '$1'" >&2 && echo "Try '$PROG --help'." >&2 && exit 2 ;;
+	*) cli_unknown "$1" ;;
 	esac
 	shift
 done

@@ -29,7 +29,7 @@ to_result(struct cais_hdr *h, const struct dp_session *s, uint8_t flags, uint8_t
 	h->flags = flags;
 	h->rank = CAIS_RANK_NONE;
 	h->dtype = dtype;
-	h->reason = rte_cpu_to_be_16(s->lanes);
+	h->reason = s->lanes_be;
 }
 
 /*

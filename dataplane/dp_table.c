@@ -190,7 +190,7 @@ session_new(const struct dp_tables *t, const struct dp_session_conf *c)
 	s->loss_hints = c->loss_hints;
 	s->keep = keep_of(c);
 	s->n_lcores = t->n_lcores;
-	s->lanes = s->loss_hints ? (uint16_t)t->n_lcores : 0;
+	s->lanes_be = rte_cpu_to_be_16(s->loss_hints ? (uint16_t)t->n_lcores : 0);
 	LIST_INIT(&s->tensors);
 	s->members = calloc(c->n, sizeof(*s->members));
 	s->part = aligned_alloc(RTE_CACHE_LINE_SIZE, sizeof(*s->part) * t->n_lcores);

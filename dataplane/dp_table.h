@@ -183,7 +183,8 @@ struct dp_session {
 	uint8_t priority;   /**< enum dp_prio */
 	uint8_t first_rank; /**< DATA's rank r is member r - first_rank (a leaf's ranks, E9) */
 	bool loss_hints;    /**< WAIT and NACK to its members (E11, dp_action.c) */
-	uint16_t lanes;	    /**< its RESULTs' reason field: n_lcores with loss_hints, else 0 */
+	uint16_t lanes_be;  /**< its RESULTs' reason field, network order: n_lcores with
+			     * loss_hints, else 0 (E11) */
 	uint16_t keep;	    /**< DATA kept per round: n, or 0 (dp_table.c keep_of()) */
 	unsigned int n_lcores;
 	struct dp_member *members;    /**< n, indexed by rank */
