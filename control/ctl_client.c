@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include "ctl_client.h"
@@ -29,6 +30,22 @@ fresh_ts(void)
 	last_ts = now;
 	pthread_mutex_unlock(&seq_lock);
 	return now;
+}
+
+/*
+ * The id before a call's first try: random. Two clients that send the same
+ * command in the same millisecond (ranks polling job.status) would
+ * otherwise send the same bytes, and a keyed endpoint takes the second for
+ * a replay of the first.
+ */
+static json_int_t
+id_base(void)
+{
+	uint32_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint32_t)getpid() * 2654435761u ^ (uint32_t)ctl_now_ms();
+	return (json_int_t)(r >> 1);
 }
 
 /* An error code by name; EPROTO for a name outside the protocol's set. */
@@ -118,13 +135,13 @@ send_try(int fd, const struct ctl_key *key, json_t *req, json_int_t id, const ch
 }
 
 /*
- * Wait until `until` (ctl_now_ms()) for a reply to the tries up to id.
+ * Wait until `until` (ctl_now_ms()) for a reply to the tries first_id..id.
  * @return take_reply()'s verdict on the last datagram: 1 the answer, 2 a
  *         replayed ts, 0 nothing of ours came
  */
 static int
-wait_reply(int fd, int64_t until, char *rx, json_int_t id, json_t **result, struct ctl_err *err,
-	   struct ctl_call_info *info)
+wait_reply(int fd, int64_t until, char *rx, json_int_t first_id, json_int_t id, json_t **result,
+	   struct ctl_err *err, struct ctl_call_info *info)
 {
 	int64_t now;
 	int got = 0;
@@ -142,7 +159,7 @@ wait_reply(int fd, int64_t until, char *rx, json_int_t id, json_t **result, stru
 				info->refused = true;
 			continue;
 		}
-		got = take_reply(rx, (size_t)n, 1, id, result, err, info);
+		got = take_reply(rx, (size_t)n, first_id, id, result, err, info);
 	}
 	return got;
 }
@@ -158,7 +175,7 @@ ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const c
 	int64_t start = ctl_now_ms(), deadline = start + timeout_ms;
 	struct ctl_call_info local;
 	json_t *req = json_object();
-	json_int_t id = 0;
+	json_int_t id = id_base(), first_id = id + 1;
 	int fd = -1, replays = 0, rc = 0;
 
 	if (!info)
@@ -192,7 +209,7 @@ ctl_call_info(const struct sockaddr_in *addr, const struct ctl_key *key, const c
 		if ((rc = send_try(fd, key, req, ++id, cmd, args, dgram, err, info)) != 0)
 			goto out;
 		got = wait_reply(fd, now + CTL_RETRY_MS < deadline ? now + CTL_RETRY_MS : deadline,
-				 rx, id, result, err, info);
+				 rx, first_id, id, result, err, info);
 		if (got == 1) {
 			rc = *result ? 0 : -err->code;
 			goto out;
