@@ -30,6 +30,14 @@
 #define NP_ACCEPT_PENDING 8u
 /** Wait before connecting again to a refusing listener. */
 #define NP_RETRY_MS	  20u
+/**
+ * A connect not answered this long (its SYN or the SYN-ACK lost: Linux sends
+ * the SYN again only after 1 s, then 2 s more) starts over with a fresh SYN;
+ * then twice as long, NP_SYN_RESTARTS times at most, before the kernel's own
+ * timers alone. libcais's ranks do the same (agent/peer.h AG_CONNECT_SYN_US).
+ */
+#define NP_SYN_MS	  100u
+#define NP_SYN_RESTARTS	  3u
 
 _Static_assert(sizeof(struct np_net_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits NCCL's");
 
@@ -51,7 +59,9 @@ struct np_listen {
 struct np_connecting {
 	int fd;		   /**< -1: waiting to try again */
 	uint64_t deadline; /**< give up then */
-	uint64_t retry_at; /**< the next attempt after a refusal */
+	uint64_t retry_at; /**< the next attempt after a refusal; with fd >= 0
+			    *   and nothing sent: when the SYN starts over */
+	unsigned int restarts; /**< unanswered SYNs started over (NP_SYN_MS) */
 	size_t sent;	   /**< hello bytes sent */
 	struct np_hello hello;
 };
@@ -162,6 +172,7 @@ connect_start(struct np_connecting *s, const struct sockaddr_in *a)
 		return err;
 	}
 	s->sent = 0;
+	s->retry_at = np_now_ms() + ((uint64_t)NP_SYN_MS << s->restarts);
 	return 0;
 }
 
@@ -182,11 +193,20 @@ connect_step(struct np_connecting *s, const struct sockaddr_in *a)
 		if (!err)
 			return 0;
 	} else if (s->sent == 0) {
-		if (poll(&pfd, 1, 0) == 0)
-			return 0; /* the handshake is under way */
-		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
-			err = errno;
-		err = -err;
+		if (poll(&pfd, 1, 0) == 0) {
+			/* the handshake is under way; unanswered too long, it starts over */
+			if (s->restarts >= NP_SYN_RESTARTS || np_now_ms() < s->retry_at)
+				return 0;
+			close(s->fd);
+			s->restarts++;
+			err = connect_start(s, a);
+			if (!err)
+				return 0;
+		} else if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) {
+			err = -errno;
+		} else {
+			err = -err;
+		}
 	}
 	if (err == -ECONNREFUSED || err == -EAGAIN) {
 		/* the listener's queue is full, or it is gone: again until the deadline */

@@ -13,7 +13,8 @@
  *    size (no entry missing or extra).
  * Then the built library: the tables it exports, their names and entry
  * points, the entries it leaves absent, the v11 contexts, the data ports of
- * CollNet listens, ncclNet's connect and accept that never wait, the
+ * CollNet listens, ncclNet's connect and accept that never wait, its
+ * connect's fresh SYN when one is lost, the
  * properties of each version, reduceSupport, and the tuner's choices.
  *   test_nccl_abi PATH_TO_libnccl-net-cais.so
  */
@@ -761,6 +762,72 @@ test_net_nonblocking(void **state)
 	       nulls, longest * 1e3);
 }
 
+/* ncclNet's connect whose SYN is dropped starts over after 100 ms (then 200),
+ * where Linux would send the SYN again only after 1 s. The listener is the
+ * test's own, its accept queue full (backlog 0 and one connection not
+ * accepted), so the kernel drops the SYNs; the test frees it at 150 ms, and
+ * the fresh SYN at 100 + 200 ms gets through. */
+static void
+test_net_syn_lost(void **state)
+{
+	ncclNet_v11_t *net = dlsym(lib, "ncclNetPlugin_v11");
+	char h[NCCL_NET_HANDLE_MAXSIZE];
+	struct np_net_handle *nh = (struct np_net_handle *)h;
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	struct np_hello hello;
+	void *ctx = NULL, *l = NULL, *sc = NULL;
+	int lfd, filler, conn = -1;
+	double t0, t_conn;
+
+	(void)state;
+	assert_int_equal(net->init(&ctx, 6, NULL, NULL, NULL), ncclSuccess);
+	assert_int_equal(net->listen(ctx, 0, h, &l), ncclSuccess);
+	/* the handle's address replaced by the test's listener */
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+	filler = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(filler, (struct sockaddr *)&a, sizeof(a)), 0);
+	nh->ip = a.sin_addr.s_addr;
+	nh->port = a.sin_port;
+
+	t0 = now_s();
+	while (!sc && now_s() - t0 < 3) {
+		assert_int_equal(net->connect(ctx, 0, h, &sc, NULL), ncclSuccess);
+		if (filler >= 0 && now_s() - t0 >= 0.150) {
+			int q = accept(lfd, NULL, NULL); /* the queue has room again */
+
+			assert_true(q >= 0);
+			close(q);
+			close(filler);
+			filler = -1;
+		}
+		usleep(1000);
+	}
+	t_conn = now_s() - t0;
+	assert_non_null(sc);
+	print_message("connected after %.0f ms\n", t_conn * 1e3);
+	/* the fresh SYN at 300 ms (100 + 200), not Linux's own at 1 s */
+	assert_true(t_conn >= 0.250 && t_conn < 0.800);
+	assert_null(nh->stage);
+	/* and the connection starts with the hello of the handle's listener */
+	for (int i = 0; i < 100 && conn < 0; i++, usleep(1000))
+		conn = accept(lfd, NULL, NULL);
+	assert_true(conn >= 0);
+	assert_int_equal(recv(conn, &hello, sizeof(hello), MSG_WAITALL), (ssize_t)sizeof(hello));
+	assert_int_equal(hello.magic, NP_NET_MAGIC);
+	assert_true(hello.nonce == nh->nonce);
+	close(conn);
+	close(lfd);
+	assert_int_equal(net->closeSend(sc), ncclSuccess);
+	assert_int_equal(net->closeListen(l), ncclSuccess);
+	assert_int_equal(net->finalize(ctx), ncclSuccess);
+}
+
 static void
 test_old_versions(void **state)
 {
@@ -880,7 +947,8 @@ main(int argc, char **argv)
 	const struct CMUnitTest library[] = {
 	    cmocka_unit_test(test_exports),	    cmocka_unit_test(test_v11),
 	    cmocka_unit_test(test_contexts),	    cmocka_unit_test(test_ports),
-	    cmocka_unit_test(test_net_nonblocking), cmocka_unit_test(test_old_versions),
+	    cmocka_unit_test(test_net_nonblocking), cmocka_unit_test(test_net_syn_lost),
+	    cmocka_unit_test(test_old_versions),
 	    cmocka_unit_test(test_tuner),
 	};
 	int rc;
