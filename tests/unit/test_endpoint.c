@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <setjmp.h>
@@ -1511,6 +1512,70 @@ t_bug_replay_from_other_address(void **state)
 	ep_close(ep);
 }
 
+/*
+ * Regression: every ctl_call() numbered its tries from id 1, and ts is the
+ * millisecond clock, so two processes sending the same command in the same
+ * millisecond (ranks polling job.status) sent the same bytes, and the keyed
+ * manager refused the second as a replay (EPERM; tree_testbed failed so
+ * once). Two processes' first tries of the same call now carry different
+ * ids: each call's ids start at a random value.
+ */
+static void
+t_bug_same_call_same_bytes(void **state)
+{
+	struct sockaddr_in a = addr_of(0x7F000001, 0);
+	socklen_t l = sizeof(a);
+	json_int_t ids[2];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (pid == 0) { /* one try (nobody answers), then the child is gone */
+			json_t *res = NULL;
+			struct ctl_err err;
+
+			close(fd);
+			_exit(ctl_call(&a, NULL, "job.status", NULL, CTL_RETRY_MS / 2, &res, &err) ==
+				      -ETIMEDOUT
+				  ? 0
+				  : 1);
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		char d[512];
+		ssize_t n;
+		json_t *req;
+
+		assert_int_equal(poll(&pfd, 1, 5000), 1);
+		n = recv(fd, d, sizeof(d) - 1, 0);
+		assert_true(n > 0);
+		d[n] = '\0';
+		req = json_loads(d, 0, NULL);
+		assert_non_null(req);
+		assert_string_equal(json_string_value(json_object_get(req, "cmd")), "job.status");
+		assert_true(json_is_integer(json_object_get(req, "id")));
+		ids[i] = json_integer_value(json_object_get(req, "id"));
+		json_decref(req);
+	}
+	for (int i = 0; i < 2; i++) {
+		int st;
+
+		assert_true(wait(&st) > 0);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	if (ids[0] == ids[1])
+		fail_msg("two processes' first tries of job.status both carried id %lld",
+			 (long long)ids[0]);
+	close(fd);
+}
+
 /* ---- ctl_endpoint_open ---- */
 
 /* A UDP port free on 127.0.0.1 now. */
@@ -2109,6 +2174,7 @@ main(void)
 	    cmocka_unit_test_teardown(t_bug_port_shared, reset_teardown),
 	    cmocka_unit_test_teardown(t_bug_reply_over_udp_limit, reset_teardown),
 	    cmocka_unit_test_teardown(t_bug_replay_from_other_address, reset_teardown),
+	    cmocka_unit_test_teardown(t_bug_same_call_same_bytes, reset_teardown),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
