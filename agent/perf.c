@@ -225,9 +225,9 @@ usage_output(FILE *f)
 	      "rank's own --delay-ms sleep; algbw = bytes / time and busbw = algbw x 2(N-1)/N,\n"
 	      "in GB/s as nccl-tests define them; retx: DATA retransmissions; #wrong: elements\n"
 	      "outside the bound (--check); max_rel_err: max |got - expected| / |expected|\n"
-	      "(float types, --check). Then a summary line, '# summary rank=R ... next_seq=Q\n"
-	      "result=PASS|FAIL', and the library's metrics (which also count the --sync and\n"
-	      "closing collectives).\n"
+	      "(float types, --check); max(us): the slowest timed iteration. Then a summary\n"
+	      "line, '# summary rank=R ... next_seq=Q result=PASS|FAIL', and the library's\n"
+	      "metrics (which also count the --sync and closing collectives).\n"
 	      "\n"
 	      "After the last size every rank takes part in one more collective (1 int32, sum, on\n"
 	      "the ring: it ends only when every rank has finished every size, so no rank leaves\n"
@@ -1078,9 +1078,9 @@ print_header(const struct opts *o, size_t max_bytes)
 static void
 print_columns(void)
 {
-	printf("#\n#%11s %10s %5s %4s %-26s %11s %12s %12s %7s %7s %12s\n", "bytes", "count",
+	printf("#\n#%11s %10s %5s %4s %-26s %11s %12s %12s %7s %7s %12s %11s\n", "bytes", "count",
 	       "type", "op", "path", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "retx", "#wrong",
-	       "max_rel_err");
+	       "max_rel_err", "max(us)");
 	fflush(stdout);
 }
 
@@ -1190,6 +1190,7 @@ finish_size(const struct opts *o, struct size_run *sr, struct totals *t)
 
 	if (sr->timed && !o->quiet) {
 		double us = median(sr->times, sr->timed), algbw = (double)sr->bytes / us / 1e3;
+		double max_us = sr->times[sr->timed - 1]; /* median() sorted them */
 		double busbw = algbw * 2.0 * (o->world - 1) / o->world;
 
 		path_text(path, sizeof(path), sr->sw, sr->n, sr->fb);
@@ -1198,9 +1199,9 @@ finish_size(const struct opts *o, struct size_run *sr, struct totals *t)
 			snprintf(rel, sizeof(rel), "%.3e", sr->chk.max_rel);
 		else
 			snprintf(rel, sizeof(rel), "-");
-		printf(" %11zu %10zu %5s %4s %-26s %11.1f %12.3f %12.3f %7" PRIu64 " %7s %12s\n",
+		printf(" %11zu %10zu %5s %4s %-26s %11.1f %12.3f %12.3f %7" PRIu64 " %7s %12s %11.1f\n",
 		       sr->bytes, sr->count, cais_datatype_name(o->dt), cais_redop_name(o->op),
-		       path, us, algbw, busbw, sr->retx, wrong, rel);
+		       path, us, algbw, busbw, sr->retx, wrong, rel, max_us);
 		fflush(stdout);
 	}
 	t->collectives += sr->n;
