@@ -3,13 +3,15 @@
  * The switch window (window.h). Entries are indexed by seq mod S, so the
  * entry of chunk seq + S is the one chunk seq held: the window's invariant
  * (S in flight at most) is what makes that safe. Transmission is batched
- * with sendmmsg, reception with recvmmsg.
+ * with sendmmsg, consecutive chunks of one length as one UDP GSO datagram
+ * call where the kernel takes it; reception with recvmmsg.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -83,6 +85,7 @@ struct ag_window {
 	uint64_t last_query;	    /**< when the last QUERY went (E12) */
 	unsigned int query_backoff; /**< QUERYs since the last RESULT: the interval's doublings */
 	bool blocked;		    /**< the socket refused a send */
+	bool gso;		    /**< send runs of chunks with UDP GSO (AG_GSO_*) */
 	uint8_t *rxbuf;		    /**< AG_BATCH x AG_DGRAM */
 	struct ag_window_stats st;  /**< updated with relaxed atomics */
 };
@@ -174,6 +177,7 @@ ag_window_open(struct ag_window **out, const struct ag_window_conf *conf,
 	w->e = calloc(conf->slots, sizeof(*w->e));
 	w->rxbuf = malloc((size_t)AG_BATCH * AG_DGRAM);
 	w->fd = -1;
+	w->gso = !getenv(AG_GSO_ENV) || strcmp(getenv(AG_GSO_ENV), "0") != 0;
 	if (!w->e || !w->rxbuf) {
 		ag_window_close(w);
 		return -ENOMEM;
@@ -608,6 +612,13 @@ struct tx_batch {
 	struct iovec iov[AG_BATCH][2];
 	struct ag_window_entry *e[AG_BATCH];
 	bool fresh[AG_BATCH];
+	/* with GSO: run r is chunks end[r - 1] (0 for r = 0) .. end[r] - 1, one message */
+	struct mmsghdr runs[AG_BATCH];
+	unsigned int end[AG_BATCH];
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} seg[AG_BATCH];
 };
 
 static void
@@ -629,6 +640,95 @@ batch_add(struct ag_window *w, struct tx_batch *b, struct ag_window_entry *e)
 }
 
 /*
+ * The batch as runs for UDP GSO: consecutive chunks of one length (the last
+ * may be shorter), each run one message whose iovecs are its chunks' header
+ * and payload in turn and whose UDP_SEGMENT is that length, so that the
+ * kernel cuts it into the same datagrams as one message each would be.
+ * @return the runs
+ */
+static unsigned int
+batch_runs(struct tx_batch *b)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < b->n; n++) {
+		size_t seg = CAIS_HDR_LEN + b->iov[i][1].iov_len, total = seg;
+		struct msghdr *mh = &b->runs[n].msg_hdr;
+		unsigned int j = i + 1;
+
+		while (j < b->n && j - i < AG_GSO_SEGS) {
+			size_t len = CAIS_HDR_LEN + b->iov[j][1].iov_len;
+
+			if (len > seg || total + len > AG_GSO_BYTES)
+				break;
+			total += len;
+			j++;
+			if (len < seg)
+				break; /* a shorter chunk ends its run */
+		}
+		*mh = b->msgs[i].msg_hdr;
+		mh->msg_iovlen = 2 * (size_t)(j - i);
+		if (j - i > 1) {
+			struct cmsghdr *c;
+
+			mh->msg_control = b->seg[n].buf;
+			mh->msg_controllen = sizeof(b->seg[n].buf);
+			c = CMSG_FIRSTHDR(mh);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			memcpy(CMSG_DATA(c), &(uint16_t){(uint16_t)seg}, sizeof(uint16_t));
+		}
+		b->end[n] = j;
+		i = j;
+	}
+	return n;
+}
+
+/* The error of a GSO message that says the path does not take GSO (checksums off, an old kernel).
+ */
+static bool
+gso_refused(int err)
+{
+	return err == EIO || err == EINVAL || err == EOPNOTSUPP || err == ENOPROTOOPT;
+}
+
+/*
+ * sendmmsg() of msgs[0..n): runs of chunks ending at end[] (batch_runs()),
+ * or one chunk each (end NULL). Stops where the socket is full, and where it
+ * refuses GSO (*refused). @return the chunks whose message went or was
+ * refused for good (counted in send_errors: lost on the wire)
+ */
+static unsigned int
+send_msgs(struct ag_window *w, struct mmsghdr *msgs, unsigned int n, const unsigned int *end,
+	  bool *refused)
+{
+	unsigned int done = 0;
+
+	while (done < n) {
+		int k = sendmmsg(w->fd, msgs + done, n - done, MSG_DONTWAIT);
+
+		if (k < 0 && end && gso_refused(errno) && msgs[done].msg_hdr.msg_controllen != 0) {
+			*refused = true;
+			break;
+		}
+		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
+		    errno != EINTR) {
+			count(&w->st.send_errors, end ? end[done] - (done ? end[done - 1] : 0) : 1);
+			k = 1;
+		}
+		if (k <= 0)
+			break;
+		if (end)
+			for (int r = 0; r < k; r++)
+				if (msgs[done + (unsigned int)r].msg_hdr.msg_controllen)
+					count(&w->st.gso_sends, 1);
+		done += (unsigned int)k;
+	}
+	return end ? (done ? end[done - 1] : 0) : done;
+}
+
+/*
  * Send a batch. What the socket refused for now stays due (a fresh chunk
  * stays unsent, a retransmission is undone); what it refused for good (a
  * firewall's EPERM) counts as lost on the wire, so the timers, the retries
@@ -640,19 +740,16 @@ static bool
 batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 {
 	unsigned int sent = 0, fresh = 0, retx = 0;
+	bool refused = false;
 
-	while (sent < b->n) {
-		int k = sendmmsg(w->fd, b->msgs + sent, b->n - sent, MSG_DONTWAIT);
-
-		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
-		    errno != EINTR) {
-			count(&w->st.send_errors, 1);
-			k = 1;
-		}
-		if (k <= 0)
-			break;
-		sent += (unsigned int)k;
+	if (w->gso)
+		sent = send_msgs(w, b->runs, batch_runs(b), b->end, &refused);
+	if (refused) {
+		w->gso = false; /* for good: the rest, and every later batch, one message each */
+		count(&w->st.gso_refused, 1);
 	}
+	if (!w->gso)
+		sent += send_msgs(w, b->msgs + sent, b->n - sent, NULL, &refused);
 	for (unsigned int i = 0; i < b->n; i++) {
 		struct ag_window_entry *e = b->e[i];
 
@@ -1014,4 +1111,6 @@ ag_window_stats(const struct ag_window *w, struct ag_window_stats *out)
 	out->send_errors = __atomic_load_n(&w->st.send_errors, __ATOMIC_RELAXED);
 	out->nacks = __atomic_load_n(&w->st.nacks, __ATOMIC_RELAXED);
 	out->queries = __atomic_load_n(&w->st.queries, __ATOMIC_RELAXED);
+	out->gso_sends = __atomic_load_n(&w->st.gso_sends, __ATOMIC_RELAXED);
+	out->gso_refused = __atomic_load_n(&w->st.gso_refused, __ATOMIC_RELAXED);
 }

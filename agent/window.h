@@ -24,6 +24,18 @@
 
 /** Datagrams per sendmmsg/recvmmsg: amortises the syscall, bounded stack use. */
 #define AG_BATCH       64
+/**
+ * UDP GSO (UDP_SEGMENT): consecutive chunks of one length leave as one
+ * message of at most AG_GSO_SEGS chunks and AG_GSO_BYTES bytes, which the
+ * kernel cuts into the same datagrams: one pass through the UDP and IP
+ * output path for the run, not one per chunk. A path that refuses it (no
+ * checksum offload on old kernels, SO_NO_CHECK) sends one message per
+ * chunk from then on; the environment variable AG_GSO_ENV set to 0 does
+ * so from the start (a baseline for benchmarks).
+ */
+#define AG_GSO_SEGS    64
+#define AG_GSO_BYTES   65000
+#define AG_GSO_ENV     "CAIS_UDP_GSO"
 /** One received datagram: the largest CAIS message (24 + 4 x 2048) and room to spare. */
 #define AG_DGRAM       9216
 /** Retransmission backoff doubles up to this (a restarting switch takes a while). */
@@ -104,6 +116,8 @@ struct ag_window_stats {
 	uint64_t nacks;		  /**< NACKs of chunks in flight (E11) */
 	uint64_t queries;	  /**< QUERYs sent (E12) */
 	uint64_t send_errors;	  /**< DATA the socket refused for good (a firewall, the MTU) */
+	uint64_t gso_sends;	  /**< messages that carried several chunks (UDP GSO) */
+	uint64_t gso_refused;	  /**< 1 once the socket refused GSO (then none) */
 };
 
 struct ag_window;

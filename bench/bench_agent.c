@@ -11,9 +11,11 @@
  *
  * The sink has as many threads as the largest K, each a UDP socket on the
  * same port (SO_REUSEPORT: the kernel spreads the flows over them).
+ * --gso-ab measures every row twice, first with the flows' UDP GSO off
+ * (CAIS_UDP_GSO=0, agent/window.h), then on, and prints on / off.
  *
  *   bench_agent [--threads 1,2] [--bytes 64M] [--dtype f32,bf16]
- *               [--wire fixed32,block16] [--seconds T] [--csv FILE] [--quick]
+ *               [--wire fixed32,block16] [--seconds T] [--csv FILE] [--gso-ab] [--quick]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -228,12 +230,15 @@ usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: " PROG " [--threads 1,2] [--bytes B] [--dtype f32,bf16]\n"
-		"                   [--wire fixed32,block16] [--seconds T] [--csv FILE] [--quick]\n"
+		"                   [--wire fixed32,block16] [--seconds T] [--csv FILE] [--gso-ab]\n"
+		"                   [--quick]\n"
 		"\n"
 		"libcais's rate against a loopback sink that answers every DATA with its\n"
 		"RESULT (no switch): one rank, all-reduces of B bytes (default 64M; K, M, G)\n"
 		"back to back for T seconds (default 3) per row, with K flows each\n"
 		"(--threads); Gb/s of tensor, and the scaling against K = 1 in the same run.\n"
+		"--gso-ab: every row twice, the flows' UDP GSO off (CAIS_UDP_GSO=0), then on;\n"
+		"the second line's last column is on / off.\n"
 		"--quick: 1M, 0.3 s (a smoke run).\n");
 }
 
@@ -258,8 +263,8 @@ main(int argc, char **argv)
 	    {"threads", required_argument, NULL, 't'}, {"bytes", required_argument, NULL, 'b'},
 	    {"dtype", required_argument, NULL, 'd'},   {"wire", required_argument, NULL, 'w'},
 	    {"seconds", required_argument, NULL, 's'}, {"csv", required_argument, NULL, 'c'},
-	    {"quick", no_argument, NULL, 'q'},	      {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0}};
+	    {"quick", no_argument, NULL, 'q'},	       {"help", no_argument, NULL, 'h'},
+	    {"gso-ab", no_argument, NULL, 'g'},	       {NULL, 0, NULL, 0}};
 	unsigned int threads[MAX_LIST] = {1, 2}, nt = 2, maxk = 1;
 	enum cais_datatype dts[2] = {CAIS_FLOAT32, CAIS_BFLOAT16};
 	enum cais_wire_dtype wires[2] = {CAIS_DT_FIXED32, CAIS_DT_BLOCK16};
@@ -270,6 +275,7 @@ main(int argc, char **argv)
 	struct sink_arg sa[MAX_SINKS];
 	struct sink s = {0};
 	FILE *cf = NULL;
+	bool ab = false;
 	int o, rc = 0;
 
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -312,6 +318,9 @@ main(int argc, char **argv)
 		case 'c':
 			csv = optarg;
 			break;
+		case 'g':
+			ab = true;
+			break;
 		case 'q':
 			bytes = 1u << 20;
 			seconds = 0.3;
@@ -340,36 +349,49 @@ main(int argc, char **argv)
 		return 3;
 	}
 	if (cf)
-		fprintf(cf, "dtype,wire,threads,bytes,iters,seconds,gbps,scale\n");
+		fprintf(cf, "dtype,wire,threads,gso,bytes,iters,seconds,gbps,scale\n");
 	printf("# " PROG ": one rank against a loopback sink (%u sink threads), %zu bytes a "
 	       "collective, %.1f s a row\n",
 	       maxk, bytes, seconds);
-	printf("# %-5s %-8s %7s %8s %10s %8s\n", "dtype", "wire", "threads", "iters", "Gb/s",
-	       "scale");
+	printf("# %-5s %-8s %7s %4s %8s %10s %8s%s\n", "dtype", "wire", "threads", "gso", "iters",
+	       "Gb/s", "scale", ab ? "   on/off" : "");
 	for (unsigned int d = 0; d < ndt && rc == 0; d++)
 		for (unsigned int w = 0; w < nw && rc == 0; w++) {
-			double base = 0;
+			double base[2] = {0, 0}, off = 0;
 
-			for (unsigned int i = 0; i < nt && rc == 0; i++) {
-				struct row r = {.threads = threads[i], .dt = dts[d], .wire = wires[w]};
+			for (unsigned int i = 0; i < nt && rc == 0; i++)
+				for (unsigned int g = ab ? 0 : 1; g < 2 && rc == 0; g++) {
+					struct row r = {
+					    .threads = threads[i], .dt = dts[d], .wire = wires[w]};
 
-				rc = measure(&s, &r, bytes, seconds);
-				if (rc) {
-					fprintf(stderr, PROG ": %u threads: %s\n", r.threads,
-						cais_strerror(rc));
-					break;
+					/* read when a flow opens (ag_window_open()) */
+					if (g == 0)
+						setenv("CAIS_UDP_GSO", "0", 1);
+					else
+						unsetenv("CAIS_UDP_GSO");
+					rc = measure(&s, &r, bytes, seconds);
+					if (rc) {
+						fprintf(stderr, PROG ": %u threads: %s\n",
+							r.threads, cais_strerror(rc));
+						break;
+					}
+					if (r.threads == 1)
+						base[g] = r.gbps;
+					printf("  %-5s %-8s %7u %4s %8lu %10.2f %8.2f",
+					       cais_datatype_name(r.dt), cais_dtype_name(r.wire),
+					       r.threads, g ? "on" : "off", r.iters, r.gbps,
+					       base[g] > 0 ? r.gbps / base[g] : 0);
+					if (ab && g == 1)
+						printf(" %8.2f", off > 0 ? r.gbps / off : 0);
+					printf("\n");
+					off = r.gbps;
+					if (cf)
+						fprintf(cf, "%s,%s,%u,%s,%zu,%lu,%.3f,%.3f,%.3f\n",
+							cais_datatype_name(r.dt),
+							cais_dtype_name(r.wire), r.threads,
+							g ? "on" : "off", bytes, r.iters, r.seconds,
+							r.gbps, base[g] > 0 ? r.gbps / base[g] : 0);
 				}
-				if (r.threads == 1)
-					base = r.gbps;
-				printf("  %-5s %-8s %7u %8lu %10.2f %8.2f\n", cais_datatype_name(r.dt),
-				       cais_dtype_name(r.wire), r.threads, r.iters, r.gbps,
-				       base > 0 ? r.gbps / base : 0);
-				if (cf)
-					fprintf(cf, "%s,%s,%u,%zu,%lu,%.3f,%.3f,%.3f\n",
-						cais_datatype_name(r.dt), cais_dtype_name(r.wire),
-						r.threads, bytes, r.iters, r.seconds, r.gbps,
-						base > 0 ? r.gbps / base : 0);
-			}
 		}
 	sink_stop(&s);
 	if (cf)

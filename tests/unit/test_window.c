@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -732,6 +733,109 @@ t_silent(void **state)
 	assert_true(total >= 2 * 8);
 }
 
+/*
+ * UDP GSO (window.h AG_GSO_*): the four chunks of one length leave as one
+ * message, and the test's socket (no UDP_GRO) still reads four datagrams,
+ * each exactly one chunk (send_chunks() checks the lengths).
+ */
+static void
+t_gso(void **state)
+{
+	struct fixture *f = *state;
+	struct ag_window_stats st;
+
+	send_chunks(f);
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.gso_sends, 1);
+	assert_int_equal(st.gso_refused, 0);
+	assert_int_equal(st.send_errors, 0);
+	assert_int_equal(tx_at(f, 1.1), 1); /* a probe: alone, no GSO */
+	assert_int_equal(tx_at(f, 2.2), 1);
+	assert_int_equal(tx_at(f, 4.5), NCHUNK); /* a burst: one message again */
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.gso_sends, 2);
+}
+
+/* A shorter chunk ends its run: 0, 1 and the half-length 2 are one message, 3 goes alone. */
+static void
+t_gso_runs(void **state)
+{
+	struct fixture *f = *state;
+	const uint16_t counts[NCHUNK] = {ELEMS, ELEMS, ELEMS / 2, ELEMS};
+	struct ag_window_stats st;
+	uint8_t buf[2048];
+
+	for (uint32_t q = 0; q < NCHUNK; q++)
+		ag_window_send(f->w, q, 1, CAIS_DT_FIXED32, counts[q], f->payload[q], f, q,
+			       &f->retx);
+	ag_window_tx(f->w, T0);
+	for (uint32_t q = 0; q < NCHUNK; q++) {
+		ssize_t len = recv(f->sw, buf, sizeof(buf), 0);
+		struct cais_fields h;
+
+		assert_int_equal(len, (ssize_t)(CAIS_HDR_LEN + 4u * counts[q]));
+		assert_int_equal(cais_hdr_check(buf, (size_t)len), CAIS_HDR_OK);
+		cais_hdr_read((const struct cais_hdr *)buf, &h);
+		assert_int_equal(h.seq, q);
+		assert_int_equal(h.count, counts[q]);
+		assert_memory_equal(buf + CAIS_HDR_LEN, f->payload[q], 4u * counts[q]);
+	}
+	assert_int_equal(recv(f->sw, buf, sizeof(buf), 0), -1);
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.gso_sends, 1);
+}
+
+/*
+ * A socket that refuses GSO (here SO_NO_CHECK: the kernel takes GSO only
+ * with UDP checksums; an old kernel or a path without checksum offload
+ * refuses it the same way): the window sends each chunk on its own from
+ * then on, and nothing is lost or counted as a send error.
+ */
+static void
+t_gso_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct ag_window_stats st;
+	int one = 1;
+
+	assert_int_equal(setsockopt(ag_window_fd(f->w), SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one)),
+			 0);
+	send_chunks(f);
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.gso_refused, 1);
+	assert_int_equal(st.gso_sends, 0);
+	assert_int_equal(st.send_errors, 0);
+	assert_int_equal(tx_at(f, 1.1), 1);
+	assert_int_equal(tx_at(f, 2.2), 1);
+	assert_int_equal(tx_at(f, 4.5), NCHUNK);
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.gso_refused, 1); /* not tried again */
+}
+
+/* CAIS_UDP_GSO=0 in the environment: one message per chunk from the start. */
+static int
+setup_no_gso(void **state)
+{
+	int rc;
+
+	setenv(AG_GSO_ENV, "0", 1);
+	rc = setup(state);
+	unsetenv(AG_GSO_ENV);
+	return rc;
+}
+
+static void
+t_gso_off(void **state)
+{
+	struct fixture *f = *state;
+	struct ag_window_stats st;
+
+	send_chunks(f);
+	ag_window_stats(f->w, &st);
+	assert_int_equal(st.gso_sends, 0);
+	assert_int_equal(st.gso_refused, 0);
+}
+
 int
 main(void)
 {
@@ -757,6 +861,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_timer, setup_first_timer, teardown),
+	    cmocka_unit_test_setup_teardown(t_gso, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_gso_runs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_gso_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_gso_off, setup_no_gso, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
