@@ -1199,7 +1199,8 @@ finish_size(const struct opts *o, struct size_run *sr, struct totals *t)
 			snprintf(rel, sizeof(rel), "%.3e", sr->chk.max_rel);
 		else
 			snprintf(rel, sizeof(rel), "-");
-		printf(" %11zu %10zu %5s %4s %-26s %11.1f %12.3f %12.3f %7" PRIu64 " %7s %12s %11.1f\n",
+		printf(" %11zu %10zu %5s %4s %-26s %11.1f %12.3f %12.3f %7" PRIu64
+		       " %7s %12s %11.1f\n",
 		       sr->bytes, sr->count, cais_datatype_name(o->dt), cais_redop_name(o->op),
 		       path, us, algbw, busbw, sr->retx, wrong, rel, max_us);
 		fflush(stdout);

@@ -57,12 +57,12 @@ struct np_listen {
 
 /** A connect in progress, between NCCL's calls (in the handle's stage). */
 struct np_connecting {
-	int fd;		   /**< -1: waiting to try again */
-	uint64_t deadline; /**< give up then */
-	uint64_t retry_at; /**< the next attempt after a refusal; with fd >= 0
-			    *   and nothing sent: when the SYN starts over */
+	int fd;		       /**< -1: waiting to try again */
+	uint64_t deadline;     /**< give up then */
+	uint64_t retry_at;     /**< the next attempt after a refusal; with fd >= 0
+				*   and nothing sent: when the SYN starts over */
 	unsigned int restarts; /**< unanswered SYNs started over (NP_SYN_MS) */
-	size_t sent;	   /**< hello bytes sent */
+	size_t sent;	       /**< hello bytes sent */
 	struct np_hello hello;
 };
 

@@ -948,8 +948,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_exports),	    cmocka_unit_test(test_v11),
 	    cmocka_unit_test(test_contexts),	    cmocka_unit_test(test_ports),
 	    cmocka_unit_test(test_net_nonblocking), cmocka_unit_test(test_net_syn_lost),
-	    cmocka_unit_test(test_old_versions),
-	    cmocka_unit_test(test_tuner),
+	    cmocka_unit_test(test_old_versions),    cmocka_unit_test(test_tuner),
 	};
 	int rc;
 

@@ -1541,8 +1541,8 @@ t_bug_same_call_same_bytes(void **state)
 			struct ctl_err err;
 
 			close(fd);
-			_exit(ctl_call(&a, NULL, "job.status", NULL, CTL_RETRY_MS / 2, &res, &err) ==
-				      -ETIMEDOUT
+			_exit(ctl_call(&a, NULL, "job.status", NULL, CTL_RETRY_MS / 2, &res,
+				       &err) == -ETIMEDOUT
 				  ? 0
 				  : 1);
 		}
