@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cais/cais.h>
@@ -177,8 +178,19 @@ struct row {
 	enum cais_datatype dt;
 	enum cais_wire_dtype wire;
 	double gbps, seconds;
+	double cpu_ns_b; /* the process's CPU time (agent and sink) per tensor byte */
 	unsigned long iters;
 };
+
+static double
+cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e-6;
+}
 
 /* All-reduces of bytes for about seconds with k flows. @return 0, or the library's error */
 static int
@@ -189,7 +201,7 @@ measure(const struct sink *s, struct row *row, size_t bytes, double seconds)
 	struct cais_config cfg;
 	struct cais_comm *c;
 	void *x = malloc(bytes), *y = malloc(bytes);
-	double t0, t;
+	double t0, t, c0;
 	int rc;
 
 	if (!x || !y)
@@ -210,6 +222,7 @@ measure(const struct sink *s, struct row *row, size_t bytes, double seconds)
 		rc = cais_set_path(c, CAIS_PATH_SWITCH);
 	for (int w = 0; rc == 0 && w < 2; w++) /* warm-up: page faults, buffers */
 		rc = cais_allreduce(c, 1, x, y, count, row->dt, CAIS_OP_SUM);
+	c0 = cpu_s();
 	t0 = now_s();
 	row->iters = 0;
 	for (t = t0; rc == 0 && (t - t0 < seconds || row->iters < 3); t = now_s()) {
@@ -218,6 +231,7 @@ measure(const struct sink *s, struct row *row, size_t bytes, double seconds)
 	}
 	row->seconds = t - t0;
 	row->gbps = (double)bytes * 8 * (double)row->iters / row->seconds / 1e9;
+	row->cpu_ns_b = (cpu_s() - c0) * 1e9 / ((double)bytes * (double)row->iters);
 	if (c)
 		cais_comm_destroy(c);
 	free(x);
@@ -236,9 +250,11 @@ usage(FILE *f)
 		"libcais's rate against a loopback sink that answers every DATA with its\n"
 		"RESULT (no switch): one rank, all-reduces of B bytes (default 64M; K, M, G)\n"
 		"back to back for T seconds (default 3) per row, with K flows each\n"
-		"(--threads); Gb/s of tensor, and the scaling against K = 1 in the same run.\n"
+		"(--threads); Gb/s of tensor, the scaling against K = 1 in the same run, and\n"
+		"the process's CPU time (agent and sink: user + system) per tensor byte, which\n"
+		"a shared machine disturbs less than the rate.\n"
 		"--gso-ab: every row twice, the flows' UDP GSO off (CAIS_UDP_GSO=0), then on;\n"
-		"the second line's last column is on / off.\n"
+		"the second line's last columns are on / off of the rate and off / on of the CPU.\n"
 		"--quick: 1M, 0.3 s (a smoke run).\n");
 }
 
@@ -349,15 +365,16 @@ main(int argc, char **argv)
 		return 3;
 	}
 	if (cf)
-		fprintf(cf, "dtype,wire,threads,gso,bytes,iters,seconds,gbps,scale\n");
+		fprintf(cf,
+			"dtype,wire,threads,gso,bytes,iters,seconds,gbps,scale,cpu_ns_per_byte\n");
 	printf("# " PROG ": one rank against a loopback sink (%u sink threads), %zu bytes a "
 	       "collective, %.1f s a row\n",
 	       maxk, bytes, seconds);
-	printf("# %-5s %-8s %7s %4s %8s %10s %8s%s\n", "dtype", "wire", "threads", "gso", "iters",
-	       "Gb/s", "scale", ab ? "   on/off" : "");
+	printf("# %-5s %-8s %7s %4s %8s %10s %8s %9s%s\n", "dtype", "wire", "threads", "gso",
+	       "iters", "Gb/s", "scale", "cpu ns/B", ab ? "   on/off  cpu off/on" : "");
 	for (unsigned int d = 0; d < ndt && rc == 0; d++)
 		for (unsigned int w = 0; w < nw && rc == 0; w++) {
-			double base[2] = {0, 0}, off = 0;
+			double base[2] = {0, 0}, off = 0, off_cpu = 0;
 
 			for (unsigned int i = 0; i < nt && rc == 0; i++)
 				for (unsigned int g = ab ? 0 : 1; g < 2 && rc == 0; g++) {
@@ -377,20 +394,24 @@ main(int argc, char **argv)
 					}
 					if (r.threads == 1)
 						base[g] = r.gbps;
-					printf("  %-5s %-8s %7u %4s %8lu %10.2f %8.2f",
+					printf("  %-5s %-8s %7u %4s %8lu %10.2f %8.2f %9.3f",
 					       cais_datatype_name(r.dt), cais_dtype_name(r.wire),
 					       r.threads, g ? "on" : "off", r.iters, r.gbps,
-					       base[g] > 0 ? r.gbps / base[g] : 0);
+					       base[g] > 0 ? r.gbps / base[g] : 0, r.cpu_ns_b);
 					if (ab && g == 1)
-						printf(" %8.2f", off > 0 ? r.gbps / off : 0);
+						printf(" %8.2f %11.2f", off > 0 ? r.gbps / off : 0,
+						       r.cpu_ns_b > 0 ? off_cpu / r.cpu_ns_b : 0);
 					printf("\n");
 					off = r.gbps;
+					off_cpu = r.cpu_ns_b;
 					if (cf)
-						fprintf(cf, "%s,%s,%u,%s,%zu,%lu,%.3f,%.3f,%.3f\n",
+						fprintf(cf,
+							"%s,%s,%u,%s,%zu,%lu,%.3f,%.3f,%.3f,%.4f\n",
 							cais_datatype_name(r.dt),
 							cais_dtype_name(r.wire), r.threads,
 							g ? "on" : "off", bytes, r.iters, r.seconds,
-							r.gbps, base[g] > 0 ? r.gbps / base[g] : 0);
+							r.gbps, base[g] > 0 ? r.gbps / base[g] : 0,
+							r.cpu_ns_b);
 				}
 		}
 	sink_stop(&s);
