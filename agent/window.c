@@ -3,8 +3,8 @@
  * The switch window (window.h). Entries are indexed by seq mod S, so the
  * entry of chunk seq + S is the one chunk seq held: the window's invariant
  * (S in flight at most) is what makes that safe. Transmission is batched
- * with sendmmsg, consecutive chunks of one length as one UDP GSO datagram
- * call where the kernel takes it; reception with recvmmsg.
+ * with sendmmsg, consecutive chunks of one length as one UDP GSO message
+ * where the socket takes it; reception with recvmmsg.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -685,8 +685,8 @@ batch_runs(struct tx_batch *b)
 	return n;
 }
 
-/* The error of a GSO message that says the path does not take GSO (checksums off, an old kernel).
- */
+/* The errors of a GSO message that mean its path takes no GSO (an old
+ * kernel, no checksum offload there, SO_NO_CHECK). */
 static bool
 gso_refused(int err)
 {
@@ -734,7 +734,9 @@ send_msgs(struct ag_window *w, struct mmsghdr *msgs, unsigned int n, const unsig
  * firewall's EPERM) counts as lost on the wire, so the timers, the retries
  * and the peers decide, as for loss. sendmmsg() reports such an error only
  * for a call's first message: a later one refused ends the call short, and
- * the next call sends it again. @return false when the socket is full
+ * the next call sends it again. Runs of chunks go as GSO messages until
+ * the socket refuses one; then that run and the rest one chunk a message.
+ * @return false when the socket is full
  */
 static bool
 batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
