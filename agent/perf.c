@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 
 #include <cais/cais.h>
 #include <cais/proto.h>
@@ -226,7 +227,9 @@ usage_output(FILE *f)
 	      "in GB/s as nccl-tests define them; retx: DATA retransmissions; #wrong: elements\n"
 	      "outside the bound (--check); max_rel_err: max |got - expected| / |expected|\n"
 	      "(float types, --check); max(us): the slowest timed iteration. Then a summary\n"
-	      "line, '# summary rank=R ... next_seq=Q result=PASS|FAIL', and the library's\n"
+	      "line, '# summary rank=R ... next_seq=Q cpu_ns_per_byte=C wall_s=W result=PASS|FAIL'\n"
+	      "(C: this process's CPU time, all threads, user and system, over the timed\n"
+	      "iterations, per byte of their tensors), and the library's\n"
 	      "metrics (which also count the --sync and closing collectives).\n"
 	      "\n"
 	      "After the last size every rank takes part in one more collective (1 int32, sum, on\n"
@@ -967,6 +970,17 @@ now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* The process's CPU time, every thread, user and system (s). */
+static double
+cpu_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e-6;
+}
+
 static void
 sleep_ms(unsigned int ms)
 {
@@ -996,6 +1010,8 @@ median(double *v, unsigned int n)
 struct totals {
 	uint64_t collectives, in_network, fb[CAIS_FB_COUNT];
 	uint64_t retx, peer_chunks;
+	/* the process's CPU time over the timed collectives (s), and their bytes */
+	double cpu_s, timed_bytes;
 	struct check_result chk;
 	uint32_t next_seq;
 	bool failed;
@@ -1138,7 +1154,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 	uint64_t key = iter_key(*iter, sr->bytes);
 	struct cais_request *req;
 	struct cais_status st;
-	double t0, t1;
+	double t0, t1, c0, c1;
 	int rc;
 
 	(*iter)++;
@@ -1155,6 +1171,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 			PROG ": rank %u: step %llu: the manager did not answer (%s); "
 			     "the previous step's settings stay\n",
 			o->rank, (unsigned long long)(step_no - 1), cais_strerror(rc));
+	c0 = cpu_now();
 	t0 = now_us();
 	rc = cais_iallreduce(comm, o->tensor, send, recv, sr->count, o->dt, o->op, &req);
 	if (rc == 0) {
@@ -1162,6 +1179,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		rc = cais_wait_status(req, &st);
 	}
 	t1 = now_us();
+	c1 = cpu_now();
 	if (rc != 0)
 		return stop_run(o, sr, it, "all-reduce", rc, t);
 	sr->n++;
@@ -1171,8 +1189,11 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		sr->sw++;
 	else
 		sr->fb[st.fallback < CAIS_FB_COUNT ? st.fallback : 0]++;
-	if (it >= o->warmup)
+	if (it >= o->warmup) {
 		sr->times[sr->timed++] = t1 - t0;
+		t->cpu_s += c1 - c0;
+		t->timed_bytes += (double)sr->bytes;
+	}
 	if (o->check) {
 		/* with --sync, no rank checks beside another's timed collective */
 		if (o->sync && !synced(o, comm, sr, it, t))
@@ -1300,9 +1321,11 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 	else if (o->check)
 		printf(" checked=%" PRIu64 " wrong=%" PRIu64 " max_rel_err=-", t->chk.checked,
 		       t->chk.wrong);
-	printf(" retx=%" PRIu64 " peer_chunks=%" PRIu64 " next_seq=%" PRIu32 " wall_s=%.2f "
-	       "result=%s\n",
-	       t->retx, t->peer_chunks, t->next_seq, wall_s, pass ? "PASS" : "FAIL");
+	printf(" retx=%" PRIu64 " peer_chunks=%" PRIu64 " next_seq=%" PRIu32
+	       " cpu_ns_per_byte=%.3f wall_s=%.2f result=%s\n",
+	       t->retx, t->peer_chunks, t->next_seq,
+	       t->timed_bytes > 0 ? t->cpu_s * 1e9 / t->timed_bytes : 0, wall_s,
+	       pass ? "PASS" : "FAIL");
 	if (comm && cais_metrics_get(comm, &m) == 0 && !o->quiet)
 		printf("# metrics: collectives %" PRIu64 " in-network %" PRIu64
 		       " fallback-rate %.3f errors %" PRIu64 ", chunks %" PRIu64

@@ -21,7 +21,8 @@
 # beside another's timed collective on the shared cores). For each in-network way,
 # from the switch's counters over its run: the share of DATA that were
 # retransmissions and the bytes on the wire per element per host each way
-# (port counters). Prints a table per
+# (port counters); for in-network and the ring, the hosts' CPU per tensor
+# byte (cais-allreduce-perf's cpu_ns_per_byte). Prints a table per
 # rank count, the speed-ups and the crossover sizes, writes CSV. Needs root.
 set -euo pipefail
 
@@ -70,8 +71,10 @@ wire type of --wires (cais-fixed32, cais-block16), the agent's fallback ring
 both over TCP through the same switch and f32 only. Every element is
 checked. Prints a table per N with the speed-ups of in-network over the
 others, the crossover sizes, the retransmitted share of DATA and the bytes
-per element per host on the wire each way (the switch's port counters), and
-writes CSV.
+per element per host on the wire each way (the switch's port counters), the
+hosts' CPU per tensor byte in-network and on the ring (each rank's process,
+every thread, user and system, over its timed collectives; the mean of the
+ranks), and writes CSV.
 
   --ranks LIST     rank counts, 2..16 (default $RANKS)
   --min-bytes B    smallest all-reduce (default $MIN_BYTES; K, M: powers of 1024)
@@ -354,6 +357,14 @@ watch_pids() {
 # run the agent on every host: LABEL PATH N TENSOR WIRE; the slowest host's
 # median per size into $WORK/LABEL.t ("bytes time_us path")
 SEQ=0
+# The mean over LABEL's N ranks of cais-allreduce-perf's cpu_ns_per_byte:
+# each process's CPU time over its timed collectives per byte of them.
+host_cpu() {
+	local i
+	for ((i = 1; i <= $2; i++)); do
+		grep -m1 -o 'cpu_ns_per_byte=[0-9.]*' "$WORK/$1.h$i.log" | cut -d= -f2
+	done | awk '{ s += $1; n++ } END { if (n) printf "%.2f", s / n; else printf "?" }'
+}
 run_agent() {
 	local label=$1 path=$2 n=$3 tensor=$4 wire=$5 i ok=1
 	PIDS=()
@@ -565,10 +576,11 @@ JSON
 			-v e=$((ELEMS_RUN * n)) 'BEGIN { printf "%.4f %.3f %.3f\n", d ? r / d : 0, up / e, down / e }' \
 			>"$WORK/cais-$w.$n.wire"
 		read -r share up down <"$WORK/cais-$w.$n.wire"
-		WIRE_NOTES+=("cais-$w: DATA $((d1 - d0)), retransmitted $((r1 - r0)) ($(awk -v s="$share" 'BEGIN { printf "%.2f%%", 100 * s }')); bytes per element per host: $up up, $down down; frames the switch's ports dropped: $((l1 - l0))")
+		WIRE_NOTES+=("cais-$w: DATA $((d1 - d0)), retransmitted $((r1 - r0)) ($(awk -v s="$share" 'BEGIN { printf "%.2f%%", 100 * s }')); bytes per element per host: $up up, $down down; frames the switch's ports dropped: $((l1 - l0)); host CPU $(host_cpu "cais-$w.$n" "$n") ns per tensor byte")
 	done
 	say "    ring (the agent's fallback)"
 	run_agent "ring.$n" ring "$n" 1 fixed32
+	WIRE_NOTES+=("ring: host CPU $(host_cpu "ring.$n" "$n") ns per tensor byte")
 	if [ "$GLOO" -eq 1 ]; then
 		say "    gloo (torch.distributed all_reduce, TCP)"
 		twice gloo run_gloo "gloo.$n" "$n"
