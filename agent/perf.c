@@ -27,12 +27,12 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 
 #include <cais/cais.h>
 #include <cais/proto.h>
 
 #include "cmn_addr.h"
+#include "cmn_cpu.h"
 
 #define PROG "cais-allreduce-perf"
 
@@ -970,17 +970,6 @@ now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* The process's CPU time, every thread, user and system (s). */
-static double
-cpu_now(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e-6;
-}
-
 static void
 sleep_ms(unsigned int ms)
 {
@@ -1171,7 +1160,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 			PROG ": rank %u: step %llu: the manager did not answer (%s); "
 			     "the previous step's settings stay\n",
 			o->rank, (unsigned long long)(step_no - 1), cais_strerror(rc));
-	c0 = cpu_now();
+	c0 = cmn_cpu_s();
 	t0 = now_us();
 	rc = cais_iallreduce(comm, o->tensor, send, recv, sr->count, o->dt, o->op, &req);
 	if (rc == 0) {
@@ -1179,7 +1168,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		rc = cais_wait_status(req, &st);
 	}
 	t1 = now_us();
-	c1 = cpu_now();
+	c1 = cmn_cpu_s();
 	if (rc != 0)
 		return stop_run(o, sr, it, "all-reduce", rc, t);
 	sr->n++;

@@ -30,13 +30,13 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cais/cais.h>
 #include <cais/proto.h>
 
 #include "bench_args.h"
+#include "cmn_cpu.h"
 
 #define PROG	      "bench_agent"
 #define MAX_LIST      8
@@ -182,15 +182,6 @@ struct row {
 	unsigned long iters;
 };
 
-static double
-cpu_s(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e-6;
-}
 
 /* All-reduces of bytes for about seconds with k flows. @return 0, or the library's error */
 static int
@@ -222,7 +213,7 @@ measure(const struct sink *s, struct row *row, size_t bytes, double seconds)
 		rc = cais_set_path(c, CAIS_PATH_SWITCH);
 	for (int w = 0; rc == 0 && w < 2; w++) /* warm-up: page faults, buffers */
 		rc = cais_allreduce(c, 1, x, y, count, row->dt, CAIS_OP_SUM);
-	c0 = cpu_s();
+	c0 = cmn_cpu_s();
 	t0 = now_s();
 	row->iters = 0;
 	for (t = t0; rc == 0 && (t - t0 < seconds || row->iters < 3); t = now_s()) {
@@ -231,7 +222,7 @@ measure(const struct sink *s, struct row *row, size_t bytes, double seconds)
 	}
 	row->seconds = t - t0;
 	row->gbps = (double)bytes * 8 * (double)row->iters / row->seconds / 1e9;
-	row->cpu_ns_b = (cpu_s() - c0) * 1e9 / ((double)bytes * (double)row->iters);
+	row->cpu_ns_b = (cmn_cpu_s() - c0) * 1e9 / ((double)bytes * (double)row->iters);
 	if (c)
 		cais_comm_destroy(c);
 	free(x);
