@@ -182,6 +182,14 @@ struct row {
 	unsigned long iters;
 };
 
+/* Whether the flows use UDP GSO, as the environment leaves it (window.h AG_GSO_ENV). */
+static unsigned int
+gso_env_on(void)
+{
+	const char *v = getenv("CAIS_UDP_GSO");
+
+	return !v || strcmp(v, "0") != 0;
+}
 
 /* All-reduces of bytes for about seconds with k flows. @return 0, or the library's error */
 static int
@@ -368,14 +376,17 @@ main(int argc, char **argv)
 			double base[2] = {0, 0}, off = 0, off_cpu = 0;
 
 			for (unsigned int i = 0; i < nt && rc == 0; i++)
-				for (unsigned int g = ab ? 0 : 1; g < 2 && rc == 0; g++) {
+				for (unsigned int g = 0; g < (ab ? 2u : 1u) && rc == 0; g++) {
 					struct row r = {
 					    .threads = threads[i], .dt = dts[d], .wire = wires[w]};
 
-					/* read when a flow opens (ag_window_open()) */
-					if (g == 0)
+					/* GSO off, then on; without --gso-ab as the caller's
+					 * environment has it. Read when a flow opens. */
+					unsigned int on = ab ? g : gso_env_on();
+
+					if (ab && !on)
 						setenv("CAIS_UDP_GSO", "0", 1);
-					else
+					else if (ab)
 						unsetenv("CAIS_UDP_GSO");
 					rc = measure(&s, &r, bytes, seconds);
 					if (rc) {
@@ -384,25 +395,25 @@ main(int argc, char **argv)
 						break;
 					}
 					if (r.threads == 1)
-						base[g] = r.gbps;
+						base[on] = r.gbps;
 					printf("  %-5s %-8s %7u %4s %8lu %10.2f %8.2f %9.3f",
 					       cais_datatype_name(r.dt), cais_dtype_name(r.wire),
-					       r.threads, g ? "on" : "off", r.iters, r.gbps,
-					       base[g] > 0 ? r.gbps / base[g] : 0, r.cpu_ns_b);
-					if (ab && g == 1)
+					       r.threads, on ? "on" : "off", r.iters, r.gbps,
+					       base[on] > 0 ? r.gbps / base[on] : 0, r.cpu_ns_b);
+					if (ab && on)
 						printf(" %8.2f %11.2f", off > 0 ? r.gbps / off : 0,
 						       r.cpu_ns_b > 0 ? off_cpu / r.cpu_ns_b : 0);
 					printf("\n");
 					off = r.gbps;
 					off_cpu = r.cpu_ns_b;
 					if (cf)
-						fprintf(cf,
-							"%s,%s,%u,%s,%zu,%lu,%.3f,%.3f,%.3f,%.4f\n",
-							cais_datatype_name(r.dt),
-							cais_dtype_name(r.wire), r.threads,
-							g ? "on" : "off", bytes, r.iters, r.seconds,
-							r.gbps, base[g] > 0 ? r.gbps / base[g] : 0,
-							r.cpu_ns_b);
+						fprintf(
+						    cf, "%s,%s,%u,%s,%zu,%lu,%.3f,%.3f,%.3f,%.4f\n",
+						    cais_datatype_name(r.dt),
+						    cais_dtype_name(r.wire), r.threads,
+						    on ? "on" : "off", bytes, r.iters, r.seconds,
+						    r.gbps, base[on] > 0 ? r.gbps / base[on] : 0,
+						    r.cpu_ns_b);
 				}
 		}
 	sink_stop(&s);
