@@ -162,6 +162,7 @@ ag_window_open(struct ag_window **out, const struct ag_window_conf *conf,
 	       const struct ag_window_events *ev)
 {
 	struct ag_window *w;
+	const char *gso;
 	int mtu = path_mtu(&conf->sw);
 
 	if (mtu > 0 && CAIS_IP_HLEN + CAIS_UDP_HLEN + CAIS_HDR_LEN +
@@ -177,7 +178,8 @@ ag_window_open(struct ag_window **out, const struct ag_window_conf *conf,
 	w->e = calloc(conf->slots, sizeof(*w->e));
 	w->rxbuf = malloc((size_t)AG_BATCH * AG_DGRAM);
 	w->fd = -1;
-	w->gso = !getenv(AG_GSO_ENV) || strcmp(getenv(AG_GSO_ENV), "0") != 0;
+	gso = getenv(AG_GSO_ENV);
+	w->gso = !gso || strcmp(gso, "0") != 0;
 	if (!w->e || !w->rxbuf) {
 		ag_window_close(w);
 		return -ENOMEM;
@@ -608,12 +610,11 @@ ag_window_rx(struct ag_window *w, uint64_t now)
 
 struct tx_batch {
 	unsigned int n;
-	struct mmsghdr msgs[AG_BATCH];
-	struct iovec iov[AG_BATCH][2];
+	struct iovec iov[AG_BATCH][2]; /* chunk i: its header, its payload */
 	struct ag_window_entry *e[AG_BATCH];
 	bool fresh[AG_BATCH];
-	/* with GSO: run r is chunks end[r - 1] (0 for r = 0) .. end[r] - 1, one message */
-	struct mmsghdr runs[AG_BATCH];
+	/* the messages (batch_msgs()): message m carries the chunks before end[m] */
+	struct mmsghdr msgs[AG_BATCH];
 	unsigned int end[AG_BATCH];
 	union {
 		char buf[CMSG_SPACE(sizeof(uint16_t))];
@@ -622,7 +623,7 @@ struct tx_batch {
 };
 
 static void
-batch_add(struct ag_window *w, struct tx_batch *b, struct ag_window_entry *e)
+batch_add(struct tx_batch *b, struct ag_window_entry *e)
 {
 	unsigned int i = b->n++;
 
@@ -630,33 +631,30 @@ batch_add(struct ag_window *w, struct tx_batch *b, struct ag_window_entry *e)
 	b->iov[i][0].iov_len = CAIS_HDR_LEN;
 	b->iov[i][1].iov_base = (void *)e->payload;
 	b->iov[i][1].iov_len = e->len;
-	memset(&b->msgs[i].msg_hdr, 0, sizeof(b->msgs[i].msg_hdr));
-	b->msgs[i].msg_hdr.msg_iov = b->iov[i];
-	b->msgs[i].msg_hdr.msg_iovlen = 2;
-	b->msgs[i].msg_hdr.msg_name = &w->conf.sw;
-	b->msgs[i].msg_hdr.msg_namelen = sizeof(w->conf.sw);
 	b->e[i] = e;
 	b->fresh[i] = e->unsent;
 }
 
 /*
- * The batch as runs for UDP GSO: consecutive chunks of one length (the last
- * may be shorter), each run one message whose iovecs are its chunks' header
- * and payload in turn and whose UDP_SEGMENT is that length, so that the
- * kernel cuts it into the same datagrams as one message each would be.
- * @return the runs
+ * The batch's chunks from `from` on as messages: with gso, runs of
+ * consecutive chunks of one length (the last may be shorter), each one
+ * message whose iovecs are its chunks' header and payload in turn and whose
+ * UDP_SEGMENT is that length, so that the kernel cuts it into the same
+ * datagrams as one message each would be; without, one chunk a message.
+ * @return the messages
  */
 static unsigned int
-batch_runs(struct tx_batch *b)
+batch_msgs(struct ag_window *w, struct tx_batch *b, unsigned int from, bool gso)
 {
+	const unsigned int most = gso ? AG_GSO_SEGS : 1;
 	unsigned int n = 0;
 
-	for (unsigned int i = 0; i < b->n; n++) {
+	for (unsigned int i = from; i < b->n; n++) {
 		size_t seg = CAIS_HDR_LEN + b->iov[i][1].iov_len, total = seg;
-		struct msghdr *mh = &b->runs[n].msg_hdr;
+		struct msghdr *mh = &b->msgs[n].msg_hdr;
 		unsigned int j = i + 1;
 
-		while (j < b->n && j - i < AG_GSO_SEGS) {
+		while (j < b->n && j - i < most) {
 			size_t len = CAIS_HDR_LEN + b->iov[j][1].iov_len;
 
 			if (len > seg || total + len > AG_GSO_BYTES)
@@ -666,7 +664,10 @@ batch_runs(struct tx_batch *b)
 			if (len < seg)
 				break; /* a shorter chunk ends its run */
 		}
-		*mh = b->msgs[i].msg_hdr;
+		memset(mh, 0, sizeof(*mh));
+		mh->msg_name = &w->conf.sw;
+		mh->msg_namelen = sizeof(w->conf.sw);
+		mh->msg_iov = b->iov[i];
 		mh->msg_iovlen = 2 * (size_t)(j - i);
 		if (j - i > 1) {
 			struct cmsghdr *c;
@@ -694,38 +695,37 @@ gso_refused(int err)
 }
 
 /*
- * sendmmsg() of msgs[0..n): runs of chunks ending at end[] (batch_runs()),
- * or one chunk each (end NULL). Stops where the socket is full, and where it
- * refuses GSO (*refused). @return the chunks whose message went or was
- * refused for good (counted in send_errors: lost on the wire)
+ * sendmmsg() of the n messages batch_msgs() made of the chunks from `from`
+ * on. Stops where the socket is full, and where it refuses GSO (*refused).
+ * @return the chunk after the last whose message went or was refused for
+ *         good (counted in send_errors: lost on the wire)
  */
 static unsigned int
-send_msgs(struct ag_window *w, struct mmsghdr *msgs, unsigned int n, const unsigned int *end,
-	  bool *refused)
+send_msgs(struct ag_window *w, struct tx_batch *b, unsigned int n, unsigned int from, bool *refused)
 {
-	unsigned int done = 0;
+	unsigned int done = 0, sent = from; /* messages, and the chunks they carried */
 
 	while (done < n) {
-		int k = sendmmsg(w->fd, msgs + done, n - done, MSG_DONTWAIT);
+		int k = sendmmsg(w->fd, b->msgs + done, n - done, MSG_DONTWAIT);
 
-		if (k < 0 && end && gso_refused(errno) && msgs[done].msg_hdr.msg_controllen != 0) {
+		if (k < 0 && gso_refused(errno) && b->msgs[done].msg_hdr.msg_controllen != 0) {
 			*refused = true;
 			break;
 		}
 		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
 		    errno != EINTR) {
-			count(&w->st.send_errors, end ? end[done] - (done ? end[done - 1] : 0) : 1);
+			count(&w->st.send_errors, b->end[done] - sent);
 			k = 1;
 		}
 		if (k <= 0)
 			break;
-		if (end)
-			for (int r = 0; r < k; r++)
-				if (msgs[done + (unsigned int)r].msg_hdr.msg_controllen)
-					count(&w->st.gso_sends, 1);
+		for (unsigned int m = done; m < done + (unsigned int)k; m++)
+			if (b->msgs[m].msg_hdr.msg_controllen)
+				count(&w->st.gso_sends, 1);
 		done += (unsigned int)k;
+		sent = b->end[done - 1];
 	}
-	return end ? (done ? end[done - 1] : 0) : done;
+	return sent;
 }
 
 /*
@@ -741,17 +741,15 @@ send_msgs(struct ag_window *w, struct mmsghdr *msgs, unsigned int n, const unsig
 static bool
 batch_flush(struct ag_window *w, struct tx_batch *b, uint64_t now)
 {
-	unsigned int sent = 0, fresh = 0, retx = 0;
+	unsigned int sent, fresh = 0, retx = 0;
 	bool refused = false;
 
-	if (w->gso)
-		sent = send_msgs(w, b->runs, batch_runs(b), b->end, &refused);
+	sent = send_msgs(w, b, batch_msgs(w, b, 0, w->gso), 0, &refused);
 	if (refused) {
 		w->gso = false; /* for good: the rest, and every later batch, one message each */
 		count(&w->st.gso_refused, 1);
+		sent = send_msgs(w, b, batch_msgs(w, b, sent, false), sent, &refused);
 	}
-	if (!w->gso)
-		sent += send_msgs(w, b->msgs + sent, b->n - sent, NULL, &refused);
 	for (unsigned int i = 0; i < b->n; i++) {
 		struct ag_window_entry *e = b->e[i];
 
@@ -1061,7 +1059,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 			atomic_fetch_add_explicit(e->retx, 1, memory_order_relaxed);
 			e->deadline = now + rto(w, e->strikes);
 		}
-		batch_add(w, &b, e);
+		batch_add(&b, e);
 		if (b.n == AG_BATCH && !batch_flush(w, &b, now))
 			break;
 	}

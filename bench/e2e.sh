@@ -528,33 +528,12 @@ for n in "${RANK_LIST[@]}"; do
 		{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
 	eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
 	if [ "$LOSS_UP" -gt 0 ] || [ "$LOSS_DOWN" -gt 0 ]; then # the tables go with the namespaces
-		for ((i = 1; i <= n; i++)); do
-			ip netns exec "$(eval "echo \$TB_NS_$i")" nft -f - <<NFT || die "nft: the loss rules on host $i"
-table inet cais_e2e_loss {
-	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS_DOWN drop; }
-}
-NFT
-			# a lost TCP segment costs Linux's minimum RTO, 200 ms: the line-ups
-			# before each iteration (TCP) would start the ranks that far apart,
-			# and that, not the collective, would be what the times measure
-			ns=$(eval "echo \$TB_NS_$i")
-			route=$(ip netns exec "$ns" ip -4 route show dev eth0 scope link | head -n 1)
-			[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
-				die "host $i: rto_min on its route to the data network"
-		done
+		cb_host_loss "$n" "$LOSS_DOWN" || die "the hosts' loss rules"
 		say "    loss on every host: $LOSS_UP% into the switch (its --rx-loss), $LOSS_DOWN% into each host (nftables); TCP rto_min 5 ms on the data network"
 	fi
 	cb_members "$n" "$PORT" "$THREADS"
-	# tensor 1: FIXED32 at scale SCALE; tensor 2: BLOCK16 (E4: its scale is the floor)
-	cat >"$WORK/config.json" <<JSON
-[
-  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $n, "slots": $SLOTS,
-    "elems_per_packet": $ELEMS, "loss_hints": 1, "members": [$CB_MEMBERS]}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $SCALE}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "sum",
-    "scale": 16777216, "wire": "block16"}}
-]
-JSON
+	# tensor 1: FIXED32 at scale SCALE; tensor 2: BLOCK16
+	cb_bench_session "$WORK/config.json" "$n" "$SLOTS" "$ELEMS" "$SCALE"
 	cb_switch_start "$SWITCH" "$PREFIX" "$WORK/switch.$n.log" "$n" --config "$WORK/config.json" \
 		--stats-period 0 --ctl "$CTL_ADDR" ${IDLE_SLEEP:+--idle-sleep-us "$IDLE_SLEEP"} \
 		"${SW_LOSS[@]}" ||

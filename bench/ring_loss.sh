@@ -72,32 +72,12 @@ say "$N hosts, cais-switch with $LCORES lcore(s), $LOSS% loss both ways, $ITERS 
 bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$N" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 	{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
 eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
-for ((i = 1; i <= N; i++)); do
-	ns=$(eval "echo \$TB_NS_$i")
-	if [ "$LOSS" -gt 0 ]; then
-		ip netns exec "$ns" nft -f - <<NFT || die "nft: the loss rule on host $i"
-table inet cais_ring_loss {
-	chain in { type filter hook input priority 0; numgen random mod 100 < $LOSS drop; }
-}
-NFT
-	fi
-	route=$(ip netns exec "$ns" ip -4 route show dev eth0 scope link | head -n 1)
-	[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
-		die "host $i: rto_min on its route to the data network"
-done
+cb_host_loss "$N" "$LOSS" || die "the hosts' loss rules"
 cb_members "$N" 47000
 SW_LOSS=()
 [ "$LOSS" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS")
 # the in-network ways' session (bench/e2e.sh's): tensor 1 FIXED32, tensor 2 BLOCK16
-cat >"$WORK/config.json" <<JSON
-[
-  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $N, "slots": 64,
-    "elems_per_packet": 2048, "loss_hints": 1, "members": [$CB_MEMBERS]}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": 1024}},
-  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "sum",
-    "scale": 16777216, "wire": "block16"}}
-]
-JSON
+cb_bench_session "$WORK/config.json" "$N" 64 2048 1024
 CB_SW_LCORES=$LCORES cb_switch_start "$SWITCH" "$NAME" "$WORK/switch.log" "$N" --stats-period 0 \
 	--config "$WORK/config.json" "${SW_LOSS[@]}" || die "cais-switch did not start"
 for ((i = 1; i <= N; i++)); do

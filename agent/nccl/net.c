@@ -19,6 +19,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include "../peer.h"
 #include "plugin.h"
 
 /** Requests in flight per comm: NCCL's NCCL_NET_MAX_REQUESTS. */
@@ -30,14 +31,8 @@
 #define NP_ACCEPT_PENDING 8u
 /** Wait before connecting again to a refusing listener. */
 #define NP_RETRY_MS	  20u
-/**
- * A connect not answered this long (its SYN or the SYN-ACK lost: Linux sends
- * the SYN again only after 1 s, then 2 s more) starts over with a fresh SYN;
- * then twice as long, NP_SYN_RESTARTS times at most, before the kernel's own
- * timers alone. libcais's ranks do the same (agent/peer.h AG_CONNECT_SYN_US).
- */
-#define NP_SYN_MS	  100u
-#define NP_SYN_RESTARTS	  3u
+/* A connect not answered for a while starts over with a fresh SYN, as
+ * libcais's ranks do: agent/peer.h AG_CONNECT_SYN_US, AG_CONNECT_RESTARTS. */
 
 _Static_assert(sizeof(struct np_net_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits NCCL's");
 
@@ -61,7 +56,7 @@ struct np_connecting {
 	uint64_t deadline;     /**< give up then */
 	uint64_t retry_at;     /**< the next attempt after a refusal; with fd >= 0
 				*   and nothing sent: when the SYN starts over */
-	unsigned int restarts; /**< unanswered SYNs started over (NP_SYN_MS) */
+	unsigned int restarts; /**< unanswered SYNs started over (AG_CONNECT_SYN_US) */
 	size_t sent;	       /**< hello bytes sent */
 	struct np_hello hello;
 };
@@ -172,7 +167,7 @@ connect_start(struct np_connecting *s, const struct sockaddr_in *a)
 		return err;
 	}
 	s->sent = 0;
-	s->retry_at = np_now_ms() + ((uint64_t)NP_SYN_MS << s->restarts);
+	s->retry_at = np_now_ms() + ((uint64_t)(AG_CONNECT_SYN_US / 1000) << s->restarts);
 	return 0;
 }
 
@@ -195,7 +190,7 @@ connect_step(struct np_connecting *s, const struct sockaddr_in *a)
 	} else if (s->sent == 0) {
 		if (poll(&pfd, 1, 0) == 0) {
 			/* the handshake is under way; unanswered too long, it starts over */
-			if (s->restarts >= NP_SYN_RESTARTS || np_now_ms() < s->retry_at)
+			if (s->restarts >= AG_CONNECT_RESTARTS || np_now_ms() < s->retry_at)
 				return 0;
 			close(s->fd);
 			s->restarts++;

@@ -22,6 +22,15 @@
 #   cb_switch_stop [SECONDS]   -> SIGINT, wait (default 10 s), SIGKILL after;
 #                                 CB_SW_RC: its exit status (137: it had to be
 #                                 killed); CB_SW_PID cleared
+#   cb_bench_session FILE N SLOTS ELEMS SCALE
+#                              -> FILE: cais-switch --config for the benchmarks'
+#                                 session 1 of the N members of CB_MEMBERS,
+#                                 loss_hints on; tensor 1 FIXED32 at SCALE,
+#                                 tensor 2 BLOCK16
+#   cb_host_loss N P           -> each of the N hosts drops P% of its IP input
+#                                 (nftables; none for 0) and gets rto_min 5 ms on
+#                                 its route to the data network; returns 1
+#                                 (with the reason on stderr) on failure
 #   cb_to_bytes B              -> B with an optional K/M suffix, in bytes
 #   cb_human BYTES             -> 128K, 64M (or the number)
 #   cb_skip, cb_need_root_and  -> for test scripts: see below
@@ -60,6 +69,41 @@ cb_members() {
 		CB_MEMBERS+="${CB_MEMBERS:+, }{\"rank\": $((i - 1)), \"mac\": \"$(eval "echo \$TB_MAC_$i")\", \"ip\": \"$ip\", \"port\": $2${3:+, \"ports\": $3}}"
 		CB_PEERS+="${CB_PEERS:+,}$ip:$2"
 	done
+}
+
+cb_bench_session() {
+	# tensor 2's scale is BLOCK16's floor (E4): its blocks carry the magnitude
+	cat >"$1" <<JSON
+[
+  {"cmd": "session.add", "args": {"tenant": 1, "session": 1, "n": $2, "slots": $3,
+    "elems_per_packet": $4, "loss_hints": 1, "members": [$CB_MEMBERS]}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 1, "op": "sum", "scale": $5}},
+  {"cmd": "tensor.add", "args": {"tenant": 1, "session": 1, "tensor": 2, "op": "sum",
+    "scale": 16777216, "wire": "block16"}}
+]
+JSON
+}
+
+cb_host_loss() {
+	local i ns route
+	for ((i = 1; i <= $1; i++)); do
+		ns=$(eval "echo \$TB_NS_$i")
+		if [ "$2" -gt 0 ]; then # the table goes with the namespace
+			ip netns exec "$ns" nft -f - <<NFT || { echo "nft: the loss rule on host $i" >&2 && return 1; }
+table inet cais_host_loss {
+	chain in { type filter hook input priority 0; numgen random mod 100 < $2 drop; }
+}
+NFT
+		fi
+		# a lost TCP segment costs Linux's minimum RTO, 200 ms: the line-ups
+		# before each iteration (TCP) would start the ranks that far apart,
+		# and that, not the collective, would be what the times measure
+		route=$(ip netns exec "$ns" ip -4 route show dev eth0 scope link | head -n 1)
+		# shellcheck disable=SC2086 # the route is words: the command's arguments
+		[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
+			{ echo "host $i: rto_min on its route to the data network" >&2 && return 1; }
+	done
+	return 0
 }
 
 cb_switch_start() {

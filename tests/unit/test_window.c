@@ -867,5 +867,6 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_gso_off, setup_no_gso, teardown),
 	};
 
+	unsetenv(AG_GSO_ENV); /* GSO as by default; t_gso_off sets it */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
