@@ -38,7 +38,7 @@ struct ag_window_entry {
 	bool acked;	  /**< an ACK said the DATA is in: the round waits for others */
 	bool probe;	  /**< retransmitted as the window's probe (retransmit_now()) */
 	bool nacked;	  /**< a NACK said its DATA is missing: sent again at once */
-	bool queried;	  /**< a QUERY asked about it: its RESULT is no RTT sample */
+	uint64_t t_query; /**< its last QUERY (0: none): its RESULT is then no RTT sample */
 	uint16_t count;	  /**< elements */
 	uint8_t dtype;	  /**< wire dtype */
 	uint32_t len;	  /**< payload bytes */
@@ -59,6 +59,7 @@ struct ag_window_entry {
 struct ag_lane {
 	bool cleared;	    /**< one came without WAIT ... */
 	uint32_t clear_seq; /**< ... and this is the seq of the latest of those */
+	uint64_t answered;  /**< when the switch last answered about one of its chunks */
 };
 
 struct ag_window {
@@ -75,6 +76,7 @@ struct ag_window {
 	uint64_t results;	   /**< RESULTs of chunks in the window, ever */
 	unsigned int lanes;	   /**< the switch's, from its latest RESULT (E11); 1 above
 				    * AG_MAX_LANES */
+	bool hints;		   /**< ... which named them: the session has loss_hints */
 	struct ag_lane lane[AG_MAX_LANES];
 	uint64_t heard_result;	    /**< when the last RESULT came */
 	uint64_t last_probe;	    /**< when the last probe went (retransmit_now()) */
@@ -325,7 +327,8 @@ ag_window_send(struct ag_window *w, uint32_t seq, uint32_t tensor, uint8_t dtype
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->probe = e->nacked = e->queried = false;
+	e->acked = e->probe = e->nacked = false;
+	e->t_query = 0;
 	e->count = count;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, count);
@@ -351,7 +354,8 @@ ag_window_redo(struct ag_window *w, uint32_t seq, uint8_t dtype)
 	set_state(e, AG_W_INFLIGHT);
 	e->unsent = true;
 	e->tries = e->strikes = 0;
-	e->acked = e->probe = e->nacked = e->queried = false;
+	e->acked = e->probe = e->nacked = false;
+	e->t_query = 0;
 	e->dtype = dtype;
 	e->len = cais_payload_bytes(dtype, e->count);
 	e->hdr.dtype = dtype;
@@ -420,6 +424,72 @@ stalled(const struct ag_window_entry *e, uint64_t now)
 }
 
 /*
+ * The newest chunk sent of each lane that holds one (E11), newest first, at
+ * most max of them: each lane's QUERY answers for that lane's older rounds
+ * only, as its lcore holds no other.
+ */
+static unsigned int
+newest_per_lane(const struct ag_window *w, struct ag_window_entry **out, unsigned int max)
+{
+	unsigned int n = 0, lanes = w->lanes > 1 ? w->lanes : 1;
+	uint64_t seen[AG_MAX_LANES / 64] = {0};
+
+	for (uint32_t seq = w->next; seq != w->base && n < max && n < lanes; seq--) {
+		struct ag_window_entry *e = entry(w, seq - 1);
+		unsigned int l;
+
+		if (!holds(e, seq - 1) || e->unsent)
+			continue;
+		l = cais_lane(seq - 1, w->conf.slots, lanes);
+		if ((seen[l / 64] >> (l % 64)) & 1)
+			continue;
+		seen[l / 64] |= 1ull << (l % 64);
+		out[n++] = e;
+	}
+	return n;
+}
+
+/* The newest chunk sent, of any lane, or NULL. */
+static struct ag_window_entry *
+newest_sent(const struct ag_window *w)
+{
+	struct ag_window_entry *e;
+
+	return newest_per_lane(w, &e, 1) ? e : NULL;
+}
+
+/* When the next QUERY about e, the newest chunk sent, is due. */
+static uint64_t
+query_due(const struct ag_window *w, const struct ag_window_entry *e)
+{
+	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
+
+	if (w->heard_result > since)
+		since = w->heard_result;
+	if (w->last_query > since)
+		since = w->last_query;
+	return since + (gap << w->query_backoff);
+}
+
+/*
+ * Until when an ACK keeps chunk e from going again: twice its wait so far
+ * (ack_wait()), and where it answered a QUERY, until the next QUERY's
+ * answer is due at least: while QUERYs are answered, they ask for the
+ * flow, and no DATA needs to go again (probe_allowed()).
+ */
+static uint64_t
+answered_until(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now,
+	       bool of_query)
+{
+	uint64_t t = now + ack_wait(w, e, now), q;
+	const struct ag_window_entry *n = of_query ? newest_sent(w) : NULL;
+
+	if (n && (q = query_due(w, n) + rto(w, 0)) > t)
+		t = q;
+	return t;
+}
+
+/*
  * An ACK: the chunk's DATA is in, its round waits for other ranks (E6). The
  * retransmission it answers does not count towards silence, and the next
  * one waits in proportion to the wait so far, unless RESULTs of later
@@ -428,6 +498,9 @@ stalled(const struct ag_window_entry *e, uint64_t now)
 static void
 handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 {
+	/* the answer to a QUERY, or to a DATA that went before one */
+	bool of_query = e->t_query && e->t_sent <= e->t_query;
+
 	count(&w->st.acks, 1);
 	if (e->unsent)
 		return; /* an answer to a transmission before a redo */
@@ -438,7 +511,7 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 	if (e->state != AG_W_SILENT || !stalled(e, now))
 		set_state(e, AG_W_ACKED);
 	/* looked at every timer: later rounds' RESULTs would say ours was lost */
-	e->ack_until = now + ack_wait(w, e, now);
+	e->ack_until = answered_until(w, e, now, of_query);
 	e->deadline = now + rto(w, 0);
 	e->res_mark = w->results;
 	/* the probe is answered: its round waits for other ranks */
@@ -510,11 +583,12 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 	uint32_t idx = e->idx;
 	unsigned int l;
 
-	if ((e->tries == 0 && !e->queried) || e->acked)
+	if ((e->tries == 0 && !e->t_query) || e->acked)
 		rtt_sample(w, now - e->t_first);
 	w->results++;
 	w->query_backoff = 0;
 	l = lane_of(w, e->seq, f->reason);
+	w->hints = f->reason != 0;
 	/* WAIT: older rounds that hold this rank's DATA wait for others (loss_evident()) */
 	if (!(f->flags & CAIS_F_WAIT)) {
 		w->lane[l].cleared = true;
@@ -551,6 +625,7 @@ handle_dgram(struct ag_window *w, const uint8_t *p, size_t len, const struct soc
 	if (!holds(e, f.seq) || e->tensor != f.tensor ||
 	    ntohs(h->slot) != cais_slot_field(f.seq, w->conf.slots))
 		goto ignored;
+	w->lane[cais_lane(f.seq, w->conf.slots, w->lanes)].answered = now;
 	switch (f.type) {
 	case CAIS_TYPE_REJECT:
 		w->ev.reject(w->ev.ctx, e->owner, f.seq, f.reason, f.dtype);
@@ -834,6 +909,31 @@ loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_
 }
 
 /*
+ * Whether chunk e may go as the probe. With a switch that answers QUERYs
+ * (a session with loss_hints: its RESULTs name the lanes, E11), the QUERY
+ * is the probe, 66 bytes where a probe is a whole DATA: before its ACK the
+ * switch NACKed every older round of the lane, open there, that misses
+ * this rank's DATA (E12), and a lost RESULT of a complete round is evidence
+ * for loss_evident() once later rounds complete, or the RESULT of a QUERY
+ * once the chunk is the newest left. (A DATA lost in a round that had not
+ * begun, no rank's DATA in yet, is found the same ways once the others
+ * come.) So a DATA goes as the probe only once the lane's last QUERY went
+ * unanswered for a timer: lost, or a switch gone quiet. Where ranks reach
+ * a collective at different times, as in a training step, probes were
+ * most of the DATA sent twice, each only to be ACKed. Without QUERYs, a
+ * probe may always go.
+ */
+static bool
+probe_allowed(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
+{
+	const struct ag_lane *l = &w->lane[cais_lane(e->seq, w->conf.slots, w->lanes)];
+
+	if (w->conf.no_query || !w->hints)
+		return true;
+	return w->last_query && l->answered < w->last_query && now - w->last_query >= rto(w, 0);
+}
+
+/*
  * Whether a chunk whose timer ran out is sent again now. On evidence of a
  * loss, yes. Otherwise the round may only wait for a rank that is slow or
  * descheduled (cores shared with ranks and switch), so only one chunk goes,
@@ -855,10 +955,11 @@ loss_evident(const struct ag_window *w, const struct ag_window_entry *e, uint64_
 static bool
 retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, bool *probed)
 {
-	if (e->nacked || loss_evident(w, e, now) || (int64_t)(now - w->burst_until) < 0 ||
-	    quiet(w, e, now))
+	if (e->nacked || loss_evident(w, e, now))
 		return true;
-	if (*probed)
+	if ((int64_t)(now - w->burst_until) < 0 || quiet(w, e, now))
+		return true;
+	if (*probed || !probe_allowed(w, e, now))
 		return false;
 	if (!w->probe_chain && (now - w->heard_result < rto(w, 0) ||
 				now - w->last_probe < rto(w, w->probe_missed ? 1 : 0)))
@@ -929,54 +1030,6 @@ cold(const struct ag_window *w, uint64_t now)
  * that does not answer QUERYs (the P4 profile drops them as malformed)
  * leaves the timers of E6 to do it.
  */
-/*
- * The newest chunk sent of each lane that holds one (E11), newest first, at
- * most max of them: each lane's QUERY answers for that lane's older rounds
- * only, as its lcore holds no other.
- */
-static unsigned int
-newest_per_lane(const struct ag_window *w, struct ag_window_entry **out, unsigned int max)
-{
-	unsigned int n = 0, lanes = w->lanes > 1 ? w->lanes : 1;
-	uint64_t seen[AG_MAX_LANES / 64] = {0};
-
-	for (uint32_t seq = w->next; seq != w->base && n < max && n < lanes; seq--) {
-		struct ag_window_entry *e = entry(w, seq - 1);
-		unsigned int l;
-
-		if (!holds(e, seq - 1) || e->unsent)
-			continue;
-		l = cais_lane(seq - 1, w->conf.slots, lanes);
-		if ((seen[l / 64] >> (l % 64)) & 1)
-			continue;
-		seen[l / 64] |= 1ull << (l % 64);
-		out[n++] = e;
-	}
-	return n;
-}
-
-/* The newest chunk sent, of any lane, or NULL. */
-static struct ag_window_entry *
-newest_sent(const struct ag_window *w)
-{
-	struct ag_window_entry *e;
-
-	return newest_per_lane(w, &e, 1) ? e : NULL;
-}
-
-/* When the next QUERY about e, the newest chunk sent, is due. */
-static uint64_t
-query_due(const struct ag_window *w, const struct ag_window_entry *e)
-{
-	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
-
-	if (w->heard_result > since)
-		since = w->heard_result;
-	if (w->last_query > since)
-		since = w->last_query;
-	return since + (gap << w->query_backoff);
-}
-
 static void
 query(struct ag_window *w, uint64_t now)
 {
@@ -999,7 +1052,7 @@ query(struct ag_window *w, uint64_t now)
 			   (const struct sockaddr *)&w->conf.sw,
 			   sizeof(w->conf.sw)) != CAIS_HDR_LEN)
 			break; /* the socket is full: asked again an interval later */
-		ask[sent]->queried = true;
+		ask[sent]->t_query = now;
 	}
 	if (!sent)
 		return;

@@ -226,12 +226,17 @@ resend(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *
  * lcore that misses r lost it: r gets a NACK for it, within the round's
  * NACK gap (E11: its last NACKs went DP_NACK_GAP_US before, or none did),
  * so that QUERYs after a retransmission still on its way do not send it
- * again. The rounds from pt->older (the oldest that may be open) are looked
- * at, DP_WAIT_SCAN at most, the newest.
+ * again. On a leaf (E9), each such round that waits for the spine sends
+ * its partial up again (up_again(): at most once per DP_UPLINK_RESEND_US a
+ * round), as the QUERY's own does: libcais sends a QUERY in place of a
+ * probe of its older chunks (E12), and the probes' retransmissions were
+ * what repaired a partial lost on its way up. The rounds from pt->older
+ * (the oldest that may be open) are looked at, DP_WAIT_SCAN at most, the
+ * newest.
  */
 static void
-query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_part *pt,
-	    uint32_t seq, uint8_t r)
+query_older(struct dp_lcore *lc, struct dp_session *s, struct dp_session_part *pt, uint32_t seq,
+	    uint8_t r)
 {
 	uint32_t k = s->members[r].n_ports, y = pt->older;
 
@@ -247,8 +252,12 @@ query_older(struct dp_lcore *lc, const struct dp_session *s, struct dp_session_p
 		if (dp_slot_of(lc->sw, cais_slot_field(y, s->pool), &si) != lc->idx)
 			continue; /* another lcore's round */
 		sl = &pt->slots[si];
-		if (sl->state == DP_SLOT_OPEN && sl->seq == y && !dp_slot_seen(sl, r) &&
-		    nack_gap_over(lc, sl)) {
+		if (sl->seq != y)
+			continue;
+		if (sl->state == DP_SLOT_UP) {
+			up_again(lc, s, sl, pt->acc + (size_t)si * s->elems);
+		} else if (sl->state == DP_SLOT_OPEN && !dp_slot_seen(sl, r) &&
+			   nack_gap_over(lc, sl)) {
 			dp_reply_nack(lc, s, sl, r);
 			sl->t_nack = lc->now;
 		}

@@ -2139,6 +2139,61 @@ t_uplink(void **state)
 	assert_int_equal(v[4], 1);
 }
 
+/*
+ * A leaf with loss_hints (E9, E12): a local rank's QUERY about its newest
+ * chunk also sends up again the partials of the older rounds of its flow
+ * that wait for the spine (query_older()): libcais's QUERY stands in for a
+ * probe of those chunks, whose retransmission used to do it. Rounds that
+ * got their RESULT are left alone; within the resend gap, the ACK alone.
+ */
+static void
+t_uplink_query_older(void **state)
+{
+	struct chunk c[3] = {
+	    {2, 72, 1, 7000, 8, 64}, {2, 72, 1, 7001, 8, 64}, {2, 72, 1, 7002, 8, 64}};
+	uint8_t pay[4 * 64] = {0};
+	unsigned int up[3] = {0};
+
+	(void)state;
+	session_extra = "\"loss_hints\":1,";
+	session_hosts(2, 72, 0, 2, 8, 64, 1, false);
+	session_extra = NULL;
+	tensor(2, 72, 1, "sum");
+	for (unsigned int k = 0; k < 3; k++) {
+		send_data(&c[k], 0, NULL, 0);
+		send_data(&c[k], 1, NULL, 0);
+		assert_int_equal(E->n_cap, 1); /* the partial */
+		tenv_clear(E);
+	}
+	/* round 7001 completes at the spine; 7000 and 7002 wait */
+	send_msg(&c[1], SP_PORT, &SP, CAIS_TYPE_RESULT, CAIS_RANK_NONE, CAIS_DT_FIXED32, pay,
+		 sizeof(pay), 0, 0);
+	assert_int_equal(E->n_cap, 2); /* its RESULT to both ranks */
+	tenv_clear(E);
+	usleep(2000); /* past DP_UPLINK_RESEND_US */
+	send_query(&c[2], 0);
+	assert_int_equal(E->n_cap, 3);
+	for (unsigned int k = 0; k < 3; k++) {
+		const struct cais_hdr *h;
+
+		if (E->cap[k].port == 0) {
+			cap_msg(k, 0, CAIS_TYPE_ACK);
+			continue;
+		}
+		h = cap_msg(k, SP_PORT, CAIS_TYPE_DATA);
+		assert_int_equal(h->dtype, CAIS_DT_PARTIAL64);
+		assert_true(ntohl(h->seq) == 7000 || ntohl(h->seq) == 7002);
+		up[ntohl(h->seq) - 7000]++;
+	}
+	assert_int_equal(up[0], 1);
+	assert_int_equal(up[2], 1);
+	tenv_clear(E);
+	send_query(&c[2], 1);
+	assert_int_equal(E->n_cap, 1);
+	cap_msg(0, 1, CAIS_TYPE_ACK);
+	tenv_clear(E);
+}
+
 static void
 ctl_refused(const char *json, int code, const char *needle)
 {
@@ -2353,6 +2408,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_b16_overflow, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_b16_handoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_uplink, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_uplink_query_older, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_uplink_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_tree_bits, setup, teardown),
 	};

@@ -448,8 +448,9 @@ lane_results(struct fixture *f, uint16_t lanes, uint32_t a, uint32_t b, uint32_t
 /*
  * Lanes (E11): a switch of two lcores, seq 0 on lane 0. RESULTs of lane 1
  * without WAIT say nothing of it: no evidence, only the probe a timer
- * later. With one lane (a switch that names none) the same RESULTs are
- * evidence, and so is, with two, a RESULT of lane 0 without WAIT.
+ * later (QUERYs off: with them, the QUERY is the probe, t_query_is_probe).
+ * With one lane (a switch that names none) the same RESULTs are evidence,
+ * and so is, with two, a RESULT of lane 0 without WAIT.
  */
 static void
 t_lanes(void **state)
@@ -482,7 +483,8 @@ t_lanes_evidence(void **state)
 
 /*
  * A switch whose lanes change (restarted with 4 lcores): what lane 0 said
- * with 2 is forgotten; with 4, seqs 1 and 3 are lanes 1 and 3.
+ * with 2 is forgotten; with 4, seqs 1 and 3 are lanes 1 and 3. (QUERYs
+ * off, as in t_lanes.)
  */
 static void
 t_lanes_change(void **state)
@@ -591,6 +593,102 @@ t_query_lanes(void **state)
 	queries_at(f, 3.4, 2, ANY_SEQ); /* then two timers */
 	queries_at(f, 3.5, 4, ANY_SEQ);
 	assert_int_equal(f->query_seqs, 1u << 2 | 1u << 3);
+}
+
+/*
+ * With a switch that answers QUERYs (E12, a session with loss_hints), the
+ * QUERY is the probe (probe_allowed()): while the QUERYs of a lane are
+ * answered no DATA goes again (a rank that waits for a late one sends
+ * nothing twice), and a NACK still sends its chunk at once. f->lanes: the
+ * switch's lanes (0: a session without loss_hints, whose QUERYs NACK
+ * nothing older). RESULT of seq 0 at 0.5 ms (a 0.5 ms sample: the timer
+ * 1.5 ms, the QUERY's interval 1 ms); QUERY at 1.5 ms, its ACK at 1.6 ms.
+ */
+static void
+query_acked(struct fixture *f, uint16_t lanes)
+{
+	f->lanes = lanes;
+	send_chunks(f);
+	answer_at(f, 0, CAIS_TYPE_RESULT, 0.5);
+	assert_int_equal(tx_at(f, 1.0), 0); /* seqs 1-3 due: a RESULT 0.5 ms ago */
+	queries_at(f, 1.5, lanes == 2 ? 2 : 1, lanes == 2 ? ANY_SEQ : 3);
+	answer_at(f, 3, CAIS_TYPE_ACK, 1.6);
+	f->retx_seqs = 0;
+}
+
+static void
+t_query_is_probe(void **state)
+{
+	struct fixture *f = *state;
+
+	query_acked(f, 1);
+	assert_int_equal(tx_at(f, 2.5), 0);
+	assert_int_equal(tx_at(f, 3.0), 0);
+	queries_at(f, 3.5, 2, 3); /* the interval doubled */
+	answer_at(f, 3, CAIS_TYPE_ACK, 3.6);
+	/* the switch ACKs every QUERY: nothing goes again, seq 3 not either
+	 * (its ACK lasts until the next QUERY's answer is due) */
+	for (double t = 4.0; t < 40.0; t += 0.5) {
+		unsigned int asked = f->queries;
+
+		assert_int_equal(tx_at(f, t), 0);
+		if (f->queries != asked)
+			answer_at(f, 3, CAIS_TYPE_ACK, t + 0.1);
+	}
+	assert_int_equal(f->queries, 5);       /* at 1.5, 3.5, 7.5, 15.5, 31.5 */
+	answer_at(f, 2, CAIS_TYPE_NACK, 40.0); /* seq 2 was lost after all */
+	assert_int_equal(tx_at(f, 40.0), 1);
+	assert_int_equal(f->retx_seqs, 1u << 2);
+	for (uint32_t s = 1; s < NCHUNK; s++)
+		answer_at(f, s, CAIS_TYPE_RESULT, 40.5);
+	assert_int_equal(f->results, NCHUNK);
+	assert_int_equal(atomic_load(&f->retx), 1);
+}
+
+/*
+ * The ACK of the QUERY at 1.5 ms (seq 3) lasts until the next QUERY's
+ * answer is due, 3.5 + 1.5 ms, not only twice its wait (4.8 ms); that QUERY
+ * unanswered for a timer, seq 3 goes again and seq 1 is the probe. (Looked
+ * at 3.4 ms, every chunk is due again a timer later, at 4.9 ms.)
+ */
+static void
+t_query_ack_lasts(void **state)
+{
+	struct fixture *f = *state;
+
+	query_acked(f, 1);
+	assert_int_equal(tx_at(f, 3.4), 0);
+	queries_at(f, 3.5, 2, 3);
+	assert_int_equal(tx_at(f, 4.9), 0);
+	assert_int_equal(tx_at(f, 6.4), 2);
+	assert_int_equal(f->retx_seqs, 1u << 1 | 1u << 3);
+}
+
+/* Without loss_hints the switch NACKs nothing older: the probe goes, seq 1. */
+static void
+t_query_probe_hints(void **state)
+{
+	struct fixture *f = *state;
+
+	query_acked(f, 0);
+	assert_int_equal(tx_at(f, 2.5), 1);
+	assert_int_equal(f->retx_seqs, 1u << 1);
+}
+
+/*
+ * Two lanes: the QUERYs of 1.5 ms ask about seqs 2 (lane 0) and 3 (lane 1),
+ * and only seq 3's is answered: lane 0's probe, seq 2, goes once its QUERY
+ * went unanswered for a timer (at 4 ms, seq 2 due again), lane 1's not.
+ */
+static void
+t_query_probe_lane(void **state)
+{
+	struct fixture *f = *state;
+
+	query_acked(f, 2);
+	assert_int_equal(tx_at(f, 2.5), 0);
+	assert_int_equal(tx_at(f, 4.0), 1);
+	assert_int_equal(f->retx_seqs, 1u << 2);
 }
 
 /*
@@ -847,15 +945,19 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_burst_backoff, setup_no_query, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_evidence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_evidence, setup, teardown),
-	    cmocka_unit_test_setup_teardown(t_lanes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lanes, setup_no_query, teardown),
 	    cmocka_unit_test_setup_teardown(t_lanes_evidence, setup, teardown),
-	    cmocka_unit_test_setup_teardown(t_lanes_change, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lanes_change, setup_no_query, teardown),
 	    cmocka_unit_test_setup_teardown(t_one_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_nack, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_timer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_reads_first, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_lanes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_is_probe, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_ack_lasts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_probe_hints, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_probe_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
