@@ -984,6 +984,21 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 }
 
 /*
+ * Whether an ACKed chunk whose timer ran out still waits: until its ACK's
+ * wait ends (answered_until()), unless RESULTs are evidence of a loss, or
+ * unless it has just stalled (AG_STALL_US): then it goes once, and is
+ * judged silent on the way (judged_silent()), which an ACK that every
+ * answered QUERY renews would otherwise put off for good.
+ */
+static bool
+ack_holds(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now)
+{
+	if (loss_evident(w, e, now) || (e->state != AG_W_SILENT && stalled(e, now)))
+		return false;
+	return (int64_t)(now - e->ack_until) < 0;
+}
+
+/*
  * Whether chunks waiting for their first transmission must wait: a flow's
  * first DATA goes alone, and the others wait until the switch answers the
  * flow at all, or for a timer at most. The first packets to an address
@@ -1090,7 +1105,7 @@ ag_window_tx(struct ag_window *w, uint64_t now)
 		}
 		if (!e->unsent &&
 		    (e->acked /* ACKED, or silent when stalled */
-			 ? !loss_evident(w, e, now) && (int64_t)(now - e->ack_until) < 0
+			 ? ack_holds(w, e, now)
 			 : !retransmit_now(w, e, now, &probed))) {
 			e->deadline = now + rto(w, 0); /* not now: look again in a timer */
 			continue;

@@ -664,6 +664,30 @@ t_query_ack_lasts(void **state)
 	assert_int_equal(f->retx_seqs, 1u << 1 | 1u << 3);
 }
 
+/*
+ * QUERYs answered with ACKs and no RESULT ever (a switch that lost the
+ * rounds between the ranks' contributions, a rank gone): no probe goes,
+ * yet the ACKed chunk is silent once it stalled, AG_STALL_US after its
+ * first DATA (to the timer), so that the peers are asked (fetch.h).
+ */
+static void
+t_query_stall(void **state)
+{
+	struct fixture *f = *state;
+
+	query_acked(f, 1);
+	for (double t = 2.0; t < 1100.0 && !f->silent; t += 0.5) {
+		unsigned int asked = f->queries;
+
+		tx_at(f, t);
+		if (f->queries != asked)
+			answer_at(f, 3, CAIS_TYPE_ACK, t + 0.1);
+	}
+	assert_true(f->silent >= 1);
+	assert_true(f->silent_at >= T0 + (uint64_t)AG_STALL_US * 1000);
+	assert_true(f->silent_at <= T0 + (uint64_t)AG_STALL_US * 1000 + 5 * MS);
+}
+
 /* Without loss_hints the switch NACKs nothing older: the probe goes, seq 1. */
 static void
 t_query_probe_hints(void **state)
@@ -956,6 +980,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_query_lanes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_is_probe, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_ack_lasts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_stall, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_probe_hints, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_probe_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
