@@ -240,9 +240,26 @@ say "   $CHURN rounds of session.add/tensor.add/tensor.del/session.del meanwhile
 
 # ---- d. the lease ----
 say "d. the manager stopped past the lease while alpha's all-reduces run"
-job_start d jd alpha "1 2" --tensor 1 --bytes 1M --iters 150 --warmup 2 --threshold 0 \
+job_start d jd alpha "1 2" --tensor 1 --bytes 1M --iters 800 --warmup 2 --threshold 0 \
 	--timeout-ms 20000
-sleep 2
+# the manager stops once jd's all-reduces run in-network (its session counts
+# rounds), not after a fixed time: 150 all-reduces once took less than the 2 s
+# this waited, and the job ended before the lease did
+jd_rounds() {
+	local ts
+	ts=$(mctl --json jobs.list 2>/dev/null |
+		json 'next(("%d %d" % (j["tenant"], j["session"])) for j in d["jobs"] if j["job"] == "jd")' 2>/dev/null) ||
+		return 1
+	set -- $ts
+	sctl --json stats.get 2>/dev/null |
+		json "next(s['rounds'] for s in d['sessions'] if s['tenant'] == $1 and s['session'] == $2)" 2>/dev/null
+}
+D_RUNS=0
+for _ in $(seq 1 100); do
+	r=$(jd_rounds) && [ "${r:-0}" -gt 0 ] && { D_RUNS=1; break; }
+	sleep 0.1
+done
+[ $D_RUNS -eq 1 ] || fail "d: jd's all-reduces did not start within 10 s"
 kill -STOP "$MGR_PID"
 FWD=0
 for _ in $(seq 1 60); do
