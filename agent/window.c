@@ -471,22 +471,13 @@ query_due(const struct ag_window *w, const struct ag_window_entry *e)
 	return since + (gap << w->query_backoff);
 }
 
-/*
- * Until when an ACK keeps chunk e from going again: twice its wait so far
- * (ack_wait()), and where it answered a QUERY, until the next QUERY's
- * answer is due at least: while QUERYs are answered, they ask for the
- * flow, and no DATA needs to go again (probe_allowed()).
- */
+/* When the answer to the flow's next QUERY is due: a timer after it goes (0: none to go). */
 static uint64_t
-answered_until(const struct ag_window *w, const struct ag_window_entry *e, uint64_t now,
-	       bool of_query)
+next_answer_due(const struct ag_window *w)
 {
-	uint64_t t = now + ack_wait(w, e, now), q;
-	const struct ag_window_entry *n = of_query ? newest_sent(w) : NULL;
+	const struct ag_window_entry *n = newest_sent(w);
 
-	if (n && (q = query_due(w, n) + rto(w, 0)) > t)
-		t = q;
-	return t;
+	return n ? query_due(w, n) + rto(w, 0) : 0;
 }
 
 /*
@@ -498,9 +489,6 @@ answered_until(const struct ag_window *w, const struct ag_window_entry *e, uint6
 static void
 handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 {
-	/* the answer to a QUERY, or to a DATA that went before one */
-	bool of_query = e->t_query && e->t_sent <= e->t_query;
-
 	count(&w->st.acks, 1);
 	if (e->unsent)
 		return; /* an answer to a transmission before a redo */
@@ -511,7 +499,16 @@ handle_ack(struct ag_window *w, struct ag_window_entry *e, uint64_t now)
 	if (e->state != AG_W_SILENT || !stalled(e, now))
 		set_state(e, AG_W_ACKED);
 	/* looked at every timer: later rounds' RESULTs would say ours was lost */
-	e->ack_until = answered_until(w, e, now, of_query);
+	e->ack_until = now + ack_wait(w, e, now);
+	/* the answer to a QUERY (or to a DATA that went before one) lasts until the
+	 * next QUERY's answer is due at least: while QUERYs are answered, they ask
+	 * for the flow, and no DATA needs to go again (probe_allowed()) */
+	if (e->t_query && e->t_sent <= e->t_query) {
+		uint64_t q = next_answer_due(w);
+
+		if (q > e->ack_until)
+			e->ack_until = q;
+	}
 	e->deadline = now + rto(w, 0);
 	e->res_mark = w->results;
 	/* the probe is answered: its round waits for other ranks */
@@ -985,7 +982,7 @@ retransmit_now(struct ag_window *w, struct ag_window_entry *e, uint64_t now, boo
 
 /*
  * Whether an ACKed chunk whose timer ran out still waits: until its ACK's
- * wait ends (answered_until()), unless RESULTs are evidence of a loss, or
+ * wait ends (handle_ack()), unless RESULTs are evidence of a loss, or
  * unless it has just stalled (AG_STALL_US): then it goes once, and is
  * judged silent on the way (judged_silent()), which an ACK that every
  * answered QUERY renews would otherwise put off for good.

@@ -616,6 +616,20 @@ query_acked(struct fixture *f, uint16_t lanes)
 	f->retx_seqs = 0;
 }
 
+/*
+ * tx at time t (ms), as a switch that ACKs every QUERY about seq 3 0.1 ms
+ * after it came. @return the DATA sent again
+ */
+static unsigned int
+tx_query_acked(struct fixture *f, double t_ms)
+{
+	unsigned int asked = f->queries, r = tx_at(f, t_ms);
+
+	if (f->queries != asked)
+		answer_at(f, 3, CAIS_TYPE_ACK, t_ms + 0.1);
+	return r;
+}
+
 static void
 t_query_is_probe(void **state)
 {
@@ -628,13 +642,8 @@ t_query_is_probe(void **state)
 	answer_at(f, 3, CAIS_TYPE_ACK, 3.6);
 	/* the switch ACKs every QUERY: nothing goes again, seq 3 not either
 	 * (its ACK lasts until the next QUERY's answer is due) */
-	for (double t = 4.0; t < 40.0; t += 0.5) {
-		unsigned int asked = f->queries;
-
-		assert_int_equal(tx_at(f, t), 0);
-		if (f->queries != asked)
-			answer_at(f, 3, CAIS_TYPE_ACK, t + 0.1);
-	}
+	for (double t = 4.0; t < 40.0; t += 0.5)
+		assert_int_equal(tx_query_acked(f, t), 0);
 	assert_int_equal(f->queries, 5);       /* at 1.5, 3.5, 7.5, 15.5, 31.5 */
 	answer_at(f, 2, CAIS_TYPE_NACK, 40.0); /* seq 2 was lost after all */
 	assert_int_equal(tx_at(f, 40.0), 1);
@@ -676,13 +685,8 @@ t_query_stall(void **state)
 	struct fixture *f = *state;
 
 	query_acked(f, 1);
-	for (double t = 2.0; t < 1100.0 && !f->silent; t += 0.5) {
-		unsigned int asked = f->queries;
-
-		tx_at(f, t);
-		if (f->queries != asked)
-			answer_at(f, 3, CAIS_TYPE_ACK, t + 0.1);
-	}
+	for (double t = 2.0; t < 1100.0 && !f->silent; t += 0.5)
+		tx_query_acked(f, t);
 	assert_true(f->silent >= 1);
 	assert_true(f->silent_at >= T0 + (uint64_t)AG_STALL_US * 1000);
 	assert_true(f->silent_at <= T0 + (uint64_t)AG_STALL_US * 1000 + 5 * MS);
