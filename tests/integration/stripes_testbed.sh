@@ -303,22 +303,33 @@ cb_say "16 jobs ended: no session left on A or B"
 
 label=d-restart-b JOB=stripes-d-restart
 before=$(grep -c 'installed again' "$WORK/manager.log")
+# B is killed once it holds the job's session (its ranks are sending), not
+# after a fixed time: a faster run could end before it
 (
-	sleep 1.5
+	for _ in $(seq 1 200); do
+		[ "$(rounds_b sessions)" = 1 ] && break
+		sleep 0.1
+	done
+	sleep 0.3
 	kill -KILL "$B_PID"
 	sleep 0.5
 	start_b
 	sctl_b thresholds.set queue_depth=100000000 >/dev/null
 ) >"$WORK/$label.log" 2>&1 &
 rpid=$!
-cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 30 --warmup 0 \
+cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 100 --warmup 0 \
 	--bytes 1M && cb_say "$label: ok, every rank right ($(awk '/^ +[0-9]/ { print $5 }' "$WORK/$label.h1.log"))" ||
 	cb_case_fail "d: B restarted during a managed run: not every rank right"
 wait "$rpid"
 B_PID=$(pgrep -f -- "--file-prefix=$PREFIX_B" | head -n 1)
 [ -n "$B_PID" ] || cb_fatal "B did not come back: $(cat "$WORK/$label.log")"
 # the restart may fall at the run's end (its last iterations then go to the
-# ring on REJECT, before the manager reinstalls): a short run after it
+# ring on REJECT, before the manager reinstalls): a short run after the
+# manager logs the reinstall
+for _ in $(seq 1 150); do
+	[ "$(grep -c 'installed again' "$WORK/manager.log")" -gt "$before" ] && break
+	sleep 0.1
+done
 cb_run d-after-b --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 3 --warmup 0 \
 	--bytes 1M || cb_case_fail "d: the run after B's restart: not every rank right"
 tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
