@@ -466,8 +466,18 @@ cb_say "16 jobs ended: no session left on the three switches"
 for k in 2 0; do
 	name=${SW_NAMES[$k]} label="f-restart-${SW_NAMES[$k]}" JOB="tree-f-restart-$k"
 	before=$(grep -c 'installed again' "$WORK/manager.log")
-	( sleep 1.5; kill_sw "$k"; start_sw "$k"
-	  sctl "$k" thresholds.set queue_depth=100000000 >/dev/null ) >"$WORK/$label.log" 2>&1 &
+	# killed once it holds the job's session (the ranks are sending), not
+	# after a fixed time that a fast run could outlast
+	(
+		for _ in $(seq 1 200); do
+			[ "$(sessions_on "$k")" = 1 ] && break
+			sleep 0.1
+		done
+		sleep 0.3
+		kill_sw "$k"
+		start_sw "$k"
+		sctl "$k" thresholds.set queue_depth=100000000 >/dev/null
+	) >"$WORK/$label.log" 2>&1 &
 	rpid=$!
 	cb_run "$label" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 30 \
 		--warmup 0 --bytes 1M && cb_say "$label: ok, every rank right ($(awk '/^ +[0-9]/ { print $5 }' "$WORK/$label.h1.log"))" ||
@@ -475,6 +485,15 @@ for k in 2 0; do
 	wait "$rpid"
 	SW_PIDS[k]=$(pgrep -f -- "--file-prefix=cais-tr$k-$$" | head -n 1)
 	[ -n "${SW_PIDS[$k]}" ] || cb_fatal "$name did not come back: $(cat "$WORK/$label.log")"
+	# the restart may fall at the run's end (its last all-reduces then go to
+	# the ring, before the manager reinstalls): a short run once the manager
+	# logs the reinstall
+	for _ in $(seq 1 150); do
+		[ "$(grep -c 'installed again' "$WORK/manager.log")" -gt "$before" ] && break
+		sleep 0.1
+	done
+	cb_run "$label-after" --dtype f32 --op sum --tensor 1 --path auto --threshold 0 --iters 3 \
+		--warmup 0 --bytes 1M || cb_case_fail "f: the run after $name's restart: not every rank right"
 	tenant=$(cb_job_field 'd["tenant"]') session=$(cb_job_field 'd["session"]')
 	r=$(stat_of "$k" rounds "$session" "$tenant")
 	cb_say "$name after its restart: the job's session back on it (rounds $r since);" \
