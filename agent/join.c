@@ -311,31 +311,51 @@ report(struct cais_comm *c, struct ag_managed *m)
 			 (json_int_t)(now.congested - m->reported.congested));
 }
 
+/* stats.report: a step's report by itself, for managers before E13. */
+static void
+report_apart(const struct ag_managed *m, json_t *r)
+{
+	json_t *res = NULL;
+
+	call_ms(m, "stats.report", r, &res, AG_STEP_MS);
+	json_decref(res);
+}
+
 int
 cais_step_begin(struct cais_comm *c, uint64_t step)
 {
 	struct ag_managed *m;
-	json_t *res = NULL, *offload, *scales, *v;
+	json_t *res = NULL, *r = NULL, *args, *offload, *scales, *v;
 	size_t i;
 	int rc;
 
 	if (!c || !(m = c->managed))
 		return -EINVAL;
-	if (m->started) {
-		json_t *r = report(c, m);
-
+	args = json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
+			 (json_int_t)step);
+	if (m->started && step > m->step) {
+		r = report(c, m);
 		m->reported = m->last;
-		/* a lost report only costs a scale update */
-		call_ms(m, "stats.report", r, &res, AG_STEP_MS);
-		json_decref(res);
-		res = NULL;
 	}
 	m->started = true;
 	m->step = step;
-	rc = call_ms(m, "step.begin",
-		     json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
-			       (json_int_t)step),
-		     &res, AG_STEP_MS);
+	/* the report of the step that ends rides in step.begin (E13): one round
+	 * trip a step. A lost report only costs a scale update */
+	if (r && m->report_apart)
+		report_apart(m, json_incref(r));
+	else if (r)
+		json_object_set(args, "report", r);
+	rc = call_ms(m, "step.begin", json_incref(args), &res, AG_STEP_MS);
+	if (rc == -EINVAL && r && !m->report_apart) {
+		/* a manager before E13 (or one that refused this report; it said
+		 * why on stderr): the report apart, now and from now on */
+		m->report_apart = true;
+		report_apart(m, json_incref(r));
+		json_object_del(args, "report");
+		rc = call_ms(m, "step.begin", json_incref(args), &res, AG_STEP_MS);
+	}
+	json_decref(r);
+	json_decref(args);
 	if (rc)
 		return rc;
 	offload = json_object_get(res, "offload");

@@ -981,7 +981,14 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 		j->limit = !congested && limit == installed ? -1 : (int32_t)limit;
 		j->last_step = step;
 	}
-	if ((rc = mgr_store_begin(m->store)))
+	/*
+	 * Lazy: the answer is kept so that every rank of the step gets the same
+	 * one, across a restart of the manager's process too (the lazy commit
+	 * survives that). A crash of its machine may lose it, but no rank can
+	 * wait for a reboot (AG_STEP_MS): a rank that asks then keeps its
+	 * previous scales whether or not the answer had reached the disk.
+	 */
+	if ((rc = mgr_store_begin_lazy(m->store)))
 		goto fail_ans;
 	{
 		char *text = json_dumps(ans, JSON_COMPACT);
@@ -1018,10 +1025,13 @@ fail:
 	return rc;
 }
 
+static int take_report(struct mgr *m, const json_t *args, struct ctl_err *err);
+
 static int
 cmd_step_begin(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
 {
-	static const char *const fields[] = {"job", "rank", "step", NULL};
+	static const char *const fields[] = {"job", "rank", "step", "report", NULL};
+	const json_t *report = json_object_get(args, "report");
 	uint64_t rank = 0, step = 0;
 	const char *name;
 	struct mgr_job j;
@@ -1038,6 +1048,28 @@ cmd_step_begin(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *e
 	if (j.state != MGR_READY)
 		return ctl_fail(err, EBUSY, "job '%.64s' is not ready (%u of %u ranks joined)",
 				name, j.joined, j.world);
+	/* the report of the step that ends (E13): stored before this step's answer */
+	if (report) {
+		const json_t *rj = json_object_get(report, "job");
+		const json_t *rr = json_object_get(report, "rank");
+		const json_t *rs = json_object_get(report, "step");
+
+		if (!json_is_object(report))
+			return ctl_fail(err, EINVAL, "field 'report' must be an object");
+		if (!json_is_string(rj) || strcmp(json_string_value(rj), name) != 0 ||
+		    !json_is_integer(rr) || json_integer_value(rr) != (json_int_t)rank)
+			return ctl_fail(err, EINVAL, "report: not of job '%.64s' rank %llu", name,
+					(unsigned long long)rank);
+		if (!json_is_integer(rs) || json_integer_value(rs) >= (json_int_t)step)
+			return ctl_fail(err, EINVAL, "report: its step must come before step %llu",
+					(unsigned long long)step);
+		if ((rc = take_report(m, report, err))) {
+			char inner[sizeof(err->msg)];
+
+			snprintf(inner, sizeof(inner), "%s", err->msg);
+			return ctl_fail(err, err->code, "report: %.200s", inner);
+		}
+	}
 	rc = mgr_store_answer_get(m->store, name, (int64_t)step, &text);
 	if (rc == 0) {
 		ans = json_loads(text, 0, NULL);
@@ -1068,8 +1100,12 @@ get_count(const json_t *args, const char *name, int64_t *out, struct ctl_err *er
 	return rc;
 }
 
+/*
+ * A rank's statistics of a step (stats.report's arguments, or step.begin's
+ * "report"): stored for the scales of the steps after it (compute_step()).
+ */
 static int
-cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
+take_report(struct mgr *m, const json_t *args, struct ctl_err *err)
 {
 	static const char *const fields[] = {"job",	"rank",	       "step",
 					     "tensors", "collectives", "fallbacks",
@@ -1087,7 +1123,6 @@ cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 	unsigned int n;
 	int rc;
 
-	(void)res;
 	if ((rc = ctl_check_fields(args, fields, err)) ||
 	    (rc = mgr_get_name(args, "job", &name, err)) ||
 	    (rc = ctl_get_uint(args, "rank", 0, CAIS_MAX_WORLD - 1, true, &rank, err)) ||
@@ -1148,7 +1183,9 @@ cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 					"registered",
 					i, ids[i], name);
 	}
-	if (mgr_store_begin(m->store) || mgr_store_report_put(m->store, name, &r) ||
+	/* a report lost with the manager's machine only costs a scale update:
+	 * no wait for the disk */
+	if (mgr_store_begin_lazy(m->store) || mgr_store_report_put(m->store, name, &r) ||
 	    mgr_store_commit(m->store))
 		return store_fail(m, err);
 	/* alarms: more than 10% fallbacks (to the ring) means the thresholds do not fit the load */
@@ -1160,6 +1197,13 @@ cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err 
 		mgr_log(MGR_LOG_WARN, "job '%s' rank %u step %lld: %lld numerical error alarms",
 			name, r.rank, (long long)r.step, (long long)r.errors);
 	return 0;
+}
+
+static int
+cmd_stats_report(struct mgr *m, const json_t *args, json_t *res, struct ctl_err *err)
+{
+	(void)res;
+	return take_report(m, args, err);
 }
 
 static int

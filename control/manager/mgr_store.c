@@ -16,6 +16,7 @@
 
 struct mgr_store {
 	sqlite3 *db;
+	bool lazy; /**< in a mgr_store_begin_lazy() transaction */
 };
 
 static const char schema[] =
@@ -214,6 +215,35 @@ mgr_store_begin(struct mgr_store *st)
 	return exec_plain(st, "BEGIN IMMEDIATE");
 }
 
+/*
+ * synchronous=NORMAL for one transaction (the store runs in WAL mode):
+ * its commit appends to the WAL without waiting for the disk. A crash of
+ * the process loses nothing; one of the machine may lose the lazy commits
+ * since the last full one, whole and in order (never a part of one, never
+ * one before a full commit that followed it: that commit's sync of the WAL
+ * covers them).
+ */
+int
+mgr_store_begin_lazy(struct mgr_store *st)
+{
+	int rc = exec_plain(st, "PRAGMA synchronous=NORMAL");
+
+	if (rc)
+		return rc;
+	st->lazy = true;
+	if ((rc = mgr_store_begin(st)))
+		mgr_store_rollback(st);
+	return rc;
+}
+
+/* After a lazy transaction: every commit waits for the disk again. */
+static void
+end_lazy(struct mgr_store *st)
+{
+	if (st->lazy && exec_plain(st, "PRAGMA synchronous=FULL") == 0)
+		st->lazy = false;
+}
+
 int
 mgr_store_commit(struct mgr_store *st)
 {
@@ -221,6 +251,7 @@ mgr_store_commit(struct mgr_store *st)
 
 	if (rc)
 		mgr_store_rollback(st);
+	end_lazy(st);
 	return rc;
 }
 
@@ -229,6 +260,7 @@ mgr_store_rollback(struct mgr_store *st)
 {
 	if (!sqlite3_get_autocommit(st->db))
 		exec_plain(st, "ROLLBACK");
+	end_lazy(st);
 }
 
 static int

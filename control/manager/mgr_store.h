@@ -73,6 +73,9 @@ int mgr_store_open(const char *path, struct mgr_store **out, struct ctl_err *err
 void mgr_store_close(struct mgr_store *st);
 
 int mgr_store_begin(struct mgr_store *st);
+/** A transaction whose commit does not wait for the disk (what the manager
+ * can lose in a crash of its machine: a step's report). */
+int mgr_store_begin_lazy(struct mgr_store *st);
 int mgr_store_commit(struct mgr_store *st);
 void mgr_store_rollback(struct mgr_store *st);
 

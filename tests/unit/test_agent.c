@@ -1200,12 +1200,26 @@ struct fake_mgr {
 	atomic_bool stop;
 	pthread_mutex_t lock;
 	unsigned int joined, registered, reports;
+	unsigned int step_calls;    /**< step.begin requests, refused ones included */
+	unsigned int stats_reports; /**< of reports: those by stats.report */
+	bool old;		    /**< a manager before E13: no "report" in step.begin */
 	unsigned int lcores;	  /**< job.register's answer */
 	unsigned int ports[CAIS_MAX_WORLD]; /**< each rank's job.join "ports" */
 	json_t *members;
 	uint64_t last_step;
 	double last_maxabs;
 };
+
+/* A step's report, by stats.report or in step.begin (E13). */
+static void
+fm_take_report(struct fake_mgr *f, const json_t *r)
+{
+	const json_t *t = json_array_get(json_object_get(r, "tensors"), 0);
+
+	f->reports++;
+	if (t)
+		f->last_maxabs = json_number_value(json_object_get(t, "max_abs"));
+}
 
 static int
 fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
@@ -1253,7 +1267,24 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		/* nothing to keep */
 	} else if (!strcmp(cmd, "step.begin")) {
 		uint64_t step = (uint64_t)json_integer_value(json_object_get(a, "step"));
+		const json_t *r = json_object_get(a, "report");
 
+		f->step_calls++;
+		if (r && f->old) {
+			pthread_mutex_unlock(&f->lock);
+			return ctl_fail(err, EINVAL, "unknown field 'report'");
+		}
+		if (r) {
+			/* the step that ends, of this rank */
+			if (json_integer_value(json_object_get(r, "step")) + 1 !=
+				(json_int_t)step ||
+			    json_integer_value(json_object_get(r, "rank")) !=
+				json_integer_value(json_object_get(a, "rank"))) {
+				pthread_mutex_unlock(&f->lock);
+				return ctl_fail(err, EINVAL, "report: not the step before");
+			}
+			fm_take_report(f, r);
+		}
 		f->last_step = step;
 		/* even steps: tensor 1 on the switch at scale 2048; odd: off the switch */
 		json_object_set_new(res, "step", json_integer((json_int_t)step));
@@ -1261,11 +1292,8 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		json_object_set_new(res, "scales",
 				    json_pack("[{s:i, s:f}]", "tensor", 1, "scale", 2048.0));
 	} else if (!strcmp(cmd, "stats.report")) {
-		const json_t *t = json_array_get(json_object_get(a, "tensors"), 0);
-
-		f->reports++;
-		if (t)
-			f->last_maxabs = json_number_value(json_object_get(t, "max_abs"));
+		f->stats_reports++;
+		fm_take_report(f, a);
 	} else {
 		rc = ctl_fail(err, EINVAL, "unknown command '%s'", cmd);
 	}
@@ -1338,17 +1366,23 @@ run_joined(unsigned int rank, void *arg)
 	return rc;
 }
 
+/*
+ * Four ranks join a job through a (fake) manager and run 4 steps; every
+ * step's report reaches it: in step.begin (one request a step), or, from a
+ * manager before E13 (`old`: it refuses the field), by stats.report after
+ * the first refusal.
+ */
 static void
-t_join_manager(void **state)
+join_manager(bool old)
 {
 	struct ctl_endpoint_conf ec = {.handler = fm_handle, .handler_ctx = &FM};
 	char addr[64];
 
-	(void)state;
 	N = 4;
 	SW = fs_start(N, 64);
 	peers_apart(4); /* each rank's 4 flows (below) */
 	memset(&FM, 0, sizeof(FM));
+	FM.old = old;
 	/* a switch of 4 lcores: each rank's flows at least 4, a multiple of it */
 	FM.lcores = 4;
 	pthread_mutex_init(&FM.lock, NULL);
@@ -1368,11 +1402,33 @@ t_join_manager(void **state)
 				 FM.ports[r]);
 	assert_int_equal(FM.reports, 3 * N); /* steps 1..3 report the step before */
 	assert_true(FM.last_maxabs > 0);
+	if (old) {
+		/* step 1's refused, then every report apart */
+		assert_int_equal(FM.step_calls, 5 * N);
+		assert_int_equal(FM.stats_reports, 3 * N);
+	} else {
+		assert_int_equal(FM.step_calls, 4 * N);
+		assert_int_equal(FM.stats_reports, 0);
+	}
 	atomic_store(&FM.stop, true);
 	pthread_join(FM.thread, NULL);
 	ctl_endpoint_close(FM.ep);
 	json_decref(FM.members);
 	teardown_comms();
+}
+
+static void
+t_join_manager(void **state)
+{
+	(void)state;
+	join_manager(false);
+}
+
+static void
+t_join_manager_old(void **state)
+{
+	(void)state;
+	join_manager(true);
 }
 
 /* Did each rank's flows i send to stripe i mod 2 only (their ports p + i)? */
@@ -1482,20 +1538,32 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_basic),	     cmocka_unit_test(t_ring),
-	    cmocka_unit_test(t_block16),     cmocka_unit_test(t_block16_refused),
-	    cmocka_unit_test(t_threshold),   cmocka_unit_test(t_loss),
-	    cmocka_unit_test(t_reject),	     cmocka_unit_test(t_fwd_only),
-	    cmocka_unit_test(t_silent),	     cmocka_unit_test(t_acked_never_done),
+	    cmocka_unit_test(t_basic),
+	    cmocka_unit_test(t_ring),
+	    cmocka_unit_test(t_block16),
+	    cmocka_unit_test(t_block16_refused),
+	    cmocka_unit_test(t_threshold),
+	    cmocka_unit_test(t_loss),
+	    cmocka_unit_test(t_reject),
+	    cmocka_unit_test(t_fwd_only),
+	    cmocka_unit_test(t_silent),
+	    cmocka_unit_test(t_acked_never_done),
 	    cmocka_unit_test(t_results_lost_one_rank),
 	    cmocka_unit_test(t_data_lost_one_rank),
-	    cmocka_unit_test(t_overflow),    cmocka_unit_test(t_saturated_input),
-	    cmocka_unit_test(t_in_place),    cmocka_unit_test(t_outstanding),
-	    cmocka_unit_test(t_slow_rank),   cmocka_unit_test(t_stall),
+	    cmocka_unit_test(t_overflow),
+	    cmocka_unit_test(t_saturated_input),
+	    cmocka_unit_test(t_in_place),
+	    cmocka_unit_test(t_outstanding),
+	    cmocka_unit_test(t_slow_rank),
+	    cmocka_unit_test(t_stall),
 	    cmocka_unit_test(t_restart),
-	    cmocka_unit_test(t_error_alarm), cmocka_unit_test(t_timeout),
-	    cmocka_unit_test(t_errors),	     cmocka_unit_test(t_join_manager),
-	    cmocka_unit_test(t_flows),	     cmocka_unit_test(t_stripes),
+	    cmocka_unit_test(t_error_alarm),
+	    cmocka_unit_test(t_timeout),
+	    cmocka_unit_test(t_errors),
+	    cmocka_unit_test(t_join_manager),
+	    cmocka_unit_test(t_flows),
+	    cmocka_unit_test(t_stripes),
+	    cmocka_unit_test(t_join_manager_old),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

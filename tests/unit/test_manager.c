@@ -1600,6 +1600,78 @@ test_step_begin(void **state)
 	mgr_close(m);
 }
 
+/*
+ * step.begin with the report of the step that ends (docs/PROTOCOL.md E13):
+ * stored before the answer is computed, as if stats.report had come first;
+ * a report that is not this rank's, not of an earlier step or that
+ * stats.report would refuse refuses the whole request and stores nothing.
+ */
+static void
+test_step_begin_report(void **state)
+{
+	struct mgr *m;
+	json_t *r;
+
+	(void)state;
+	m = open_mgr();
+	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
+	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
+	join_all(m, "j", 2);
+	json_decref(step(m, "j", 0, 0));
+	json_decref(step(m, "j", 1, 0));
+
+	refused(m, "step.begin", "{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": 1}",
+		EINVAL, "field 'report' must be an object");
+	refused(m, "step.begin",
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": "
+		"{\"job\": \"j\", \"rank\": 1, \"step\": 0}}",
+		EINVAL, "report: not of job 'j' rank 0");
+	refused(m, "step.begin",
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": "
+		"{\"job\": \"k\", \"rank\": 0, \"step\": 0}}",
+		EINVAL, "report: not of job 'j' rank 0");
+	refused(m, "step.begin",
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": "
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 1}}",
+		EINVAL, "report: its step must come before step 1");
+	refused(m, "step.begin",
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": "
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 0, \"tensors\": "
+		"[{\"tensor\": 9, \"max_abs\": 1.0}]}}",
+		ENOENT, "report: tensors[0]: tensor 9 of job 'j' is not registered");
+	refused(m, "step.begin",
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": "
+		"{\"job\": \"j\", \"rank\": 0, \"step\": 0, \"x\": 1}}",
+		EINVAL, "report: unknown field 'x'");
+
+	/* rank 0's report of step 0 with a large max |x|: step 1's scale goes down
+	 * from the default (rank 1 has not reported: it may not go up) */
+	r = ok(m, "step.begin",
+	       "{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"report\": "
+	       "{\"job\": \"j\", \"rank\": 0, \"step\": 0, \"tensors\": "
+	       "[{\"tensor\": 1, \"max_abs\": 1000000.0}], \"collectives\": 1, "
+	       "\"fallbacks\": 0, \"errors\": 0, \"congested\": false}}");
+	assert_true(scale_of(r, 1) == 512.0); /* 2 x 1e6 x 512 x 2 < 2^31 */
+	same_for_every_rank(m, r, 2, 1);
+	json_decref(r);
+	/* both reports in, both small: step 2's scale goes up */
+	json_decref(ok(m, "step.begin",
+		       "{\"job\": \"j\", \"rank\": 1, \"step\": 2, \"report\": "
+		       "{\"job\": \"j\", \"rank\": 1, \"step\": 1, \"tensors\": "
+		       "[{\"tensor\": 1, \"max_abs\": 3.0}]}}"));
+	r = ok(m, "step.begin",
+	       "{\"job\": \"j\", \"rank\": 0, \"step\": 2, \"report\": "
+	       "{\"job\": \"j\", \"rank\": 0, \"step\": 1, \"tensors\": "
+	       "[{\"tensor\": 1, \"max_abs\": 1.0}]}}");
+	/* rank 1 asked first: its report and rank 0's of step 0 (1e6) */
+	assert_true(scale_of(r, 1) == 512.0);
+	json_decref(r);
+	r = step(m, "j", 0, 3);
+	assert_true(scale_of(r, 1) == ldexp(1, 27)); /* 2 x 3 x 2^27 x 2 < 2^31 */
+	json_decref(r);
+	mgr_close(m);
+}
+
 /* The wire of a step answer's tensor ("" when absent). */
 static const char *
 wire_of(const json_t *r, uint32_t tensor)
@@ -1917,6 +1989,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_interrupted_install, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_switch_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_begin, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_step_begin_report, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_partial_reports, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_step_switch_down, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tensor_limit, setup, teardown),
