@@ -94,6 +94,17 @@ cais_tensor_set(struct cais_comm *c, uint32_t tensor, double scale, bool offload
 	return t ? 0 : -ENOMEM;
 }
 
+void
+ag_comm_offload_none(struct cais_comm *c)
+{
+	struct ag_tensor *t;
+
+	pthread_mutex_lock(&c->lock);
+	LIST_FOREACH (t, &c->tensors, link)
+		t->offload = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int
 cais_tensor_wire(struct cais_comm *c, uint32_t tensor, enum cais_wire_dtype wire)
 {

@@ -42,6 +42,10 @@
  */
 unsigned int ag_comm_auto_flows(uint32_t slots, unsigned int lcores);
 
+/** Every tensor of c off the switch (the ring) until cais_tensor_set() says
+ * otherwise: a managed rank without its step's answer (join.c). */
+void ag_comm_offload_none(struct cais_comm *c);
+
 /** Sockets one progress thread polls at most (peers x 2 + 3). */
 #define AG_MAX_POLL	   1024
 /** Collectives smaller than this are not sampled by the error alarm (too few values). */

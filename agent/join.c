@@ -23,7 +23,7 @@
 
 #define AG_CALL_MS		5000
 /* once per step, on the training's critical path: a manager that is not there
- * costs little, and the previous step's settings stay */
+ * costs little (the step's tensors take the ring) */
 #define AG_STEP_MS		500
 #define AG_JOIN_POLL_US		100000
 #define AG_MAX_TENSORS_REPORTED 1024
@@ -62,17 +62,26 @@ mac_of(const struct in_addr *addr, char out[18])
 	return rc;
 }
 
+/* A request to the manager; a refusal is printed, and said in *err. */
+static int
+call_err(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res, int ms,
+	 struct ctl_err *err)
+{
+	int rc = ctl_call(&m->mgr, &m->key, cmd, args, ms, res, err);
+
+	json_decref(args);
+	if (rc)
+		fprintf(stderr, "libcais: manager %s: %s: %s\n", cmd, ctl_errname(err->code),
+			err->msg);
+	return rc;
+}
+
 static int
 call_ms(const struct ag_managed *m, const char *cmd, json_t *args, json_t **res, int ms)
 {
 	struct ctl_err err;
-	int rc = ctl_call(&m->mgr, &m->key, cmd, args, ms, res, &err);
 
-	json_decref(args);
-	if (rc)
-		fprintf(stderr, "libcais: manager %s: %s: %s\n", cmd, ctl_errname(err.code),
-			err.msg);
-	return rc;
+	return call_err(m, cmd, args, res, ms, &err);
 }
 
 static int
@@ -325,7 +334,8 @@ int
 cais_step_begin(struct cais_comm *c, uint64_t step)
 {
 	struct ag_managed *m;
-	json_t *res = NULL, *r = NULL, *args, *offload, *scales, *v;
+	json_t *res = NULL, *r = NULL, *args, *offload = NULL, *scales = NULL, *v;
+	struct ctl_err err;
 	size_t i;
 	int rc;
 
@@ -345,24 +355,33 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 		report_apart(m, json_incref(r));
 	else if (r)
 		json_object_set(args, "report", r);
-	rc = call_ms(m, "step.begin", json_incref(args), &res, AG_STEP_MS);
-	if (rc == -EINVAL && r && !m->report_apart) {
-		/* a manager before E13 (or one that refused this report; it said
-		 * why on stderr): the report apart, now and from now on */
-		m->report_apart = true;
-		report_apart(m, json_incref(r));
-		json_object_del(args, "report");
-		rc = call_ms(m, "step.begin", json_incref(args), &res, AG_STEP_MS);
+	rc = call_err(m, "step.begin", json_incref(args), &res, AG_STEP_MS, &err);
+	if (rc == -EINVAL && json_object_get(args, "report")) {
+		if (strstr(err.msg, "unknown field 'report'")) {
+			/* a manager before E13: the report apart, from now on */
+			m->report_apart = true;
+			report_apart(m, json_incref(r));
+		}
+		/* else a report it refused (said on stderr): the answer without it */
+		if (m->report_apart || strncmp(err.msg, "report:", 7) == 0) {
+			json_object_del(args, "report");
+			rc = call_ms(m, "step.begin", json_incref(args), &res, AG_STEP_MS);
+		}
 	}
 	json_decref(r);
 	json_decref(args);
-	if (rc)
-		return rc;
-	offload = json_object_get(res, "offload");
-	scales = json_object_get(res, "scales");
-	if (!json_is_array(offload) || !json_is_array(scales)) {
+	if (rc == 0 && (!json_is_array(offload = json_object_get(res, "offload")) ||
+			!json_is_array(scales = json_object_get(res, "scales"))))
+		rc = -EPROTO;
+	if (rc) {
+		/* No answer: the other ranks may have this step's scales, and
+		 * this rank's in-network sums would mix its old ones with
+		 * theirs. Its tensors go on the ring until a step's answer; its
+		 * ring's join request takes the others' collective there too
+		 * (req.c on_ring_req()): every element right. */
+		ag_comm_offload_none(c);
 		json_decref(res);
-		return -EPROTO;
+		return rc;
 	}
 	json_array_foreach (scales, i, v) {
 		json_int_t t = json_integer_value(json_object_get(v, "tensor"));

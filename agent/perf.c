@@ -1158,7 +1158,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 	if (o->manager && (rc = cais_step_begin(comm, step_no++)) != 0)
 		fprintf(stderr,
 			PROG ": rank %u: step %llu: the manager did not answer (%s); "
-			     "the previous step's settings stay\n",
+			     "the tensors take the ring until a step's answer\n",
 			o->rank, (unsigned long long)(step_no - 1), cais_strerror(rc));
 	c0 = cmn_cpu_s();
 	t0 = now_us();

@@ -271,8 +271,10 @@ int cais_tensor_register(struct cais_comm *comm, uint32_t tensor, enum cais_redo
  * statistics (per-tensor max |x|, fallbacks, errors, CONGESTED) and take this
  * step's offload list and scales, the same on every rank. Never called per
  * all-reduce.
- * @return 0; -EINVAL (not managed); -ETIMEDOUT (no manager: the previous
- *         settings stay); the manager's error
+ * @return 0; -EINVAL (not managed); -ETIMEDOUT (no manager); the manager's
+ *         error. Without an answer the rank's tensors take the ring until a
+ *         step's answer (the other ranks may have new scales: in-network
+ *         sums at different scales would be wrong); the scales stay
  */
 int cais_step_begin(struct cais_comm *comm, uint64_t step);
 

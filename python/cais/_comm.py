@@ -422,8 +422,8 @@ class Communicator:
         self._since_step.clear()
         if rc != 0 and not self._step_warned:
             self._step_warned = True
-            warnings.warn("cais: cais_step_begin (step %d): %s; the previous scales stay" %
-                          (self._step - 1, _lib.strerror(rc)))
+            warnings.warn("cais: cais_step_begin (step %d): %s; the tensors take the ring "
+                          "until a step's answer" % (self._step - 1, _lib.strerror(rc)))
 
     # -- collectives --
     def iallreduce(self, x, op=SUM, tensor=None, key=None):

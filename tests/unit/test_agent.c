@@ -1203,6 +1203,7 @@ struct fake_mgr {
 	unsigned int step_calls;    /**< step.begin requests, refused ones included */
 	unsigned int stats_reports; /**< of reports: those by stats.report */
 	bool old;		    /**< a manager before E13: no "report" in step.begin */
+	bool fail;		    /**< rank 1's step.begin of step 2 fails; scales per step */
 	unsigned int lcores;	  /**< job.register's answer */
 	unsigned int ports[CAIS_MAX_WORLD]; /**< each rank's job.join "ports" */
 	json_t *members;
@@ -1270,6 +1271,10 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		const json_t *r = json_object_get(a, "report");
 
 		f->step_calls++;
+		if (f->fail && step == 2 && json_integer_value(json_object_get(a, "rank")) == 1) {
+			pthread_mutex_unlock(&f->lock);
+			return ctl_fail(err, EIO, "the store failed (injected)");
+		}
 		if (r && f->old) {
 			pthread_mutex_unlock(&f->lock);
 			return ctl_fail(err, EINVAL, "unknown field 'report'");
@@ -1286,11 +1291,14 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 			fm_take_report(f, r);
 		}
 		f->last_step = step;
-		/* even steps: tensor 1 on the switch at scale 2048; odd: off the switch */
+		/* even steps: tensor 1 on the switch at scale 2048; odd: off the
+		 * switch. fail: always on it, at 2048 x 2^step */
 		json_object_set_new(res, "step", json_integer((json_int_t)step));
-		json_object_set_new(res, "offload", step % 2 ? json_array() : json_pack("[i]", 1));
+		json_object_set_new(res, "offload",
+				    step % 2 && !f->fail ? json_array() : json_pack("[i]", 1));
 		json_object_set_new(res, "scales",
-				    json_pack("[{s:i, s:f}]", "tensor", 1, "scale", 2048.0));
+				    json_pack("[{s:i, s:f}]", "tensor", 1, "scale",
+					      f->fail ? ldexp(2048.0, (int)step) : 2048.0));
 	} else if (!strcmp(cmd, "stats.report")) {
 		f->stats_reports++;
 		fm_take_report(f, a);
@@ -1350,6 +1358,8 @@ run_joined(unsigned int rank, void *arg)
 		struct cais_status st;
 
 		rc = cais_step_begin(COMM[rank], step);
+		if (FM.fail && rank == 1 && step == 2)
+			rc = rc ? 0 : -1002; /* it must fail; the step goes on */
 		fill(b, CAIS_FLOAT32, rank, 5000, step);
 		if (rc == 0)
 			rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM,
@@ -1359,8 +1369,14 @@ run_joined(unsigned int rank, void *arg)
 		if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
 			rc = -1000;
 		/* the manager's list decides, the same on every rank */
-		if (rc == 0 && st.path != (step % 2 ? CAIS_PATH_RING : CAIS_PATH_SWITCH))
+		if (rc == 0 && !FM.fail &&
+		    st.path != (step % 2 ? CAIS_PATH_RING : CAIS_PATH_SWITCH))
 			rc = -1001;
+		/* fail: in-network but at step 2, where rank 1 had no answer and
+		 * took the ring, and the others with it */
+		if (rc == 0 && FM.fail &&
+		    st.path != (step == 2 ? CAIS_PATH_RING : CAIS_PATH_SWITCH))
+			rc = -1003;
 	}
 	free(b);
 	return rc;
@@ -1373,7 +1389,7 @@ run_joined(unsigned int rank, void *arg)
  * the first refusal.
  */
 static void
-join_manager(bool old)
+join_manager(bool old, bool fail)
 {
 	struct ctl_endpoint_conf ec = {.handler = fm_handle, .handler_ctx = &FM};
 	char addr[64];
@@ -1383,6 +1399,7 @@ join_manager(bool old)
 	peers_apart(4); /* each rank's 4 flows (below) */
 	memset(&FM, 0, sizeof(FM));
 	FM.old = old;
+	FM.fail = fail;
 	/* a switch of 4 lcores: each rank's flows at least 4, a multiple of it */
 	FM.lcores = 4;
 	pthread_mutex_init(&FM.lock, NULL);
@@ -1400,7 +1417,9 @@ join_manager(bool old)
 		if (FM.ports[r] < 4 || FM.ports[r] % 4)
 			fail_msg("rank %u joined with %u flows; the switch has 4 lcores", r,
 				 FM.ports[r]);
-	assert_int_equal(FM.reports, 3 * N); /* steps 1..3 report the step before */
+	/* steps 1..3 report the step before (fail: rank 1's of step 1 went
+	 * with its failed step.begin) */
+	assert_int_equal(FM.reports, 3 * N - fail);
 	assert_true(FM.last_maxabs > 0);
 	if (old) {
 		/* step 1's refused, then every report apart */
@@ -1421,14 +1440,27 @@ static void
 t_join_manager(void **state)
 {
 	(void)state;
-	join_manager(false);
+	join_manager(false, false);
 }
 
 static void
 t_join_manager_old(void **state)
 {
 	(void)state;
-	join_manager(true);
+	join_manager(true, false);
+}
+
+/*
+ * Rank 1 gets no answer to step 2's step.begin, the others do, at a scale
+ * of their own (each step's is another): rank 1's collective of that step
+ * must not go to the switch at its old scale beside theirs. Every rank's
+ * result right at every step.
+ */
+static void
+t_join_manager_step_fails(void **state)
+{
+	(void)state;
+	join_manager(false, true);
 }
 
 /* Did each rank's flows i send to stripe i mod 2 only (their ports p + i)? */
@@ -1564,6 +1596,7 @@ main(void)
 	    cmocka_unit_test(t_flows),
 	    cmocka_unit_test(t_stripes),
 	    cmocka_unit_test(t_join_manager_old),
+	    cmocka_unit_test(t_join_manager_step_fails),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
