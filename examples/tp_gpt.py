@@ -29,7 +29,9 @@ Rank 0 writes one CSV line per step: step, loss, step time (s). With
 --dtype bf16 the blocks compute in bfloat16 (weights and the optimizer stay
 float32) and every all-reduce is of bfloat16 tensors (gloo cannot do that in
 PyTorch 1.13; "cais" can). At the end rank 0 prints one line of JSON: the
-run's figures and, with backend cais, libcais's counters.
+run's figures and, with backend cais, libcais's counters. With backend cais
+each iteration begins with cais.torch.step() (one cais-manager step per
+iteration, a tensor per all-reduce of it) unless --guess-steps.
 """
 import argparse
 import json
@@ -63,6 +65,9 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--csv", help="rank 0: per-step CSV (step,loss,seconds)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--guess-steps", action="store_true",
+                   help="cais: no cais.torch.step() per iteration; the package guesses the "
+                   "manager's steps (a new one whenever a call site's all-reduce comes again)")
     p.add_argument("--max-seconds", type=float, default=0,
                    help="stop after this many seconds of training (0: no bound)")
     return p.parse_args(argv)
@@ -222,10 +227,17 @@ def main(argv=None):
     if out:
         out.write("step,loss,seconds\n")
     times, losses = [], []
+    # cais: the manager's step is the iteration (one request to it per iteration)
+    cais_step = None
+    if a.backend == "cais" and not a.guess_steps:
+        import cais.torch as ct
+        cais_step = ct.step
     t_train = time.time()
     for step in range(a.steps):
         x, y = batch(step)
         ts = time.time()
+        if cais_step:
+            cais_step()
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, a.vocab).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)

@@ -33,6 +33,8 @@
 #                  fp32 (default 0.01)
 #   --keep-logs    keep --out's logs also when everything passed (a given
 #                  --out is always kept)
+#   --guess-steps  the cais runs without cais.torch.step() per iteration: the
+#                  package guesses the manager's steps (tp_gpt.py --guess-steps)
 #
 # Exit status: 0 when every comparison passed, 1 when one failed or a run
 # failed, 2 usage, 77 without root. Cleans up everything it started, also on
@@ -64,6 +66,7 @@ usage_error() {
 	echo "Try '$PROG --help'." >&2
 	exit 2
 }
+GUESS=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--steps | --runs | --out | --png | --build | --timeout | --threshold | --tol | --bf16-tol)
@@ -82,6 +85,7 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--keep-logs) KEEP=1; shift ;;
+	--guess-steps) GUESS=(--guess-steps); shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage_error "unknown argument '$1'" ;;
 	esac
@@ -200,7 +204,8 @@ run_ranks() {
 		ip netns exec "$(eval "echo \$TB_NS_$i")" env RANK=$((i - 1)) WORLD_SIZE=$HOSTS \
 			MASTER_ADDR="$TB_MGMT_IP_1" MASTER_PORT=$MASTER_PORT GLOO_SOCKET_IFNAME=eth0 \
 			"${env_cais[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PY" "$HERE/tp_gpt.py" --backend "$be" \
-			--dtype "$dt" --steps "$STEPS" --csv "$OUT/$label.csv" >"$OUT/$label.h$i.log" 2>&1 &
+			--dtype "$dt" --steps "$STEPS" --csv "$OUT/$label.csv" "${GUESS[@]}" \
+			>"$OUT/$label.h$i.log" 2>&1 &
 		PIDS+=($!)
 	done
 	local last=""

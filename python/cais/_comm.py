@@ -285,7 +285,9 @@ class Communicator:
                       "ring": _lib.PATH_RING}[cfg.path or "auto"]
         # managed: tensor ids by call site, registered at first sight; steps
         self._ids, self._registered, self._since_step = {}, {}, set()
-        self._next_id, self._step, self._seen = 1, 0, set()
+        self._next_id, self._step, self._seen = 1, 0, {}  # _seen: tensor -> its first step
+        # after step(): steps begin there only; uses of a key in the step so far
+        self._explicit, self._uses = False, {}
         self._step_warned = False
         self._step_s = 0.0
         self._wires = {}  # in-network collectives by the wire type their chunks went as
@@ -381,7 +383,7 @@ class Communicator:
     # -- tensor ids and steps (managed) --
     def _tensor_id(self, op, dt, count, tensor, key):
         """The tensor id of this collective; True when it must take the ring (managed: the
-        tensor's first collective, before the manager has seen its magnitude)."""
+        tensor's first collectives, before the manager has its magnitude)."""
         if self.mode != "managed":
             if tensor is not None:
                 return tensor, False
@@ -390,6 +392,11 @@ class Communicator:
                     _lib.OP_MAX: c.tensor_max, _lib.OP_MIN: c.tensor_min}[op], False
         if tensor is None:
             k = (op, dt, count, key)
+            if self._explicit:
+                # the n-th use of this call site in the step: a tensor of its own
+                n = self._uses.get(k, 0)
+                self._uses[k] = n + 1
+                k += (n,)
             tensor = self._ids.get(k)
             if tensor is None:
                 tensor = self._ids[k] = self._next_id
@@ -404,22 +411,40 @@ class Communicator:
             raise ValueError("cais: tensor %d was registered as %s %s, now used as %s %s" %
                              (tensor, _lib.OP_NAMES[reg[0]], _lib.DTYPE_NAMES[reg[1]],
                               _lib.OP_NAMES[op], _lib.DTYPE_NAMES[dt]))
-        if self._step == 0 or tensor in self._since_step:
+        if self._step == 0 or (tensor in self._since_step and not self._explicit):
             self.step_begin()
         self._since_step.add(tensor)
-        first = tensor not in self._seen
-        self._seen.add(tensor)
+        # the ring until the manager has this tensor's magnitude from every rank: after its
+        # first collective, when the steps are guessed (the next use begins a step, its
+        # report in); with step(), in the two steps from its first: the first rank to begin
+        # the next step brings its own report only, and the manager may not raise a scale
+        # before each rank's is in (docs/PROTOCOL.md E3)
+        since = self._seen.setdefault(tensor, self._step)
+        first = self._step - since < (2 if self._explicit else 1)
         return tensor, first
+
+    def step(self):
+        """Managed: a training step begins (call it once per iteration, before the
+        iteration's collectives; elsewhere it does nothing). From the first call on, the
+        manager's steps begin here only, one per iteration, and a call site used several
+        times in a step (the same layer code in every layer) is a tensor per use, each with a
+        scale of its own; the package no longer guesses steps from a tensor coming again."""
+        if self.mode != "managed":
+            return
+        self._explicit = True
+        self.step_begin()
 
     def step_begin(self):
         """Managed: begin the next step (report the last one's max |x|, take the manager's
         scales and offload list). The package calls it itself: before the first collective,
-        and before a collective whose tensor was already used since the last step began."""
+        and, until step() is called, before a collective whose tensor was already used since
+        the last step began."""
         t0 = time.perf_counter()
         rc = self._L.cais_step_begin(self._comm, self._step)
         self._step_s += time.perf_counter() - t0
         self._step += 1
         self._since_step.clear()
+        self._uses.clear()
         if rc != 0 and not self._step_warned:
             self._step_warned = True
             warnings.warn("cais: cais_step_begin (step %d): %s; the tensors take the ring "

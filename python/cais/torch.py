@@ -197,6 +197,18 @@ def _bits(obj):
     return obj
 
 
+def step(group=None):
+    """A training step begins: call it once per iteration, before the iteration's
+    collectives (managed mode; elsewhere it does nothing). cais-manager's step then follows
+    the training's, one per iteration, and each use of an all-reduce call site in the step
+    (a layer's, in every layer) is a tensor with a scale of its own. group: a process group
+    of backend "cais" (default: the default group)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupCAIS):
+        raise ValueError("cais.torch.step: the group's backend is not cais")
+    pg.communicator.step()
+
+
 def create_process_group(store, rank, size, timeout):
     """The creator registered for "cais" (torch calls it with a PrefixStore of the group)."""
     return ProcessGroupCAIS(store, rank, size, timeout)

@@ -257,6 +257,83 @@ class Errors(unittest.TestCase):
         self.assertIn("joining job 'nobody-", text)
 
 
+class _FakeLib:
+    """The two calls of libcais that managed tensor ids and steps make."""
+    def __init__(self):
+        self.registered, self.steps = [], []
+
+    def cais_tensor_register(self, comm, tensor, op, dt):
+        self.registered.append(tensor)
+        return 0
+
+    def cais_step_begin(self, comm, step):
+        self.steps.append(step)
+        return 0
+
+
+class ManagedSteps(unittest.TestCase):
+    """Managed tensor ids and manager steps, on a fake libcais: the guessed steps (a new
+    one when a tensor comes again) and explicit ones (step(): one per iteration, a tensor
+    per use of a call site in it)."""
+    def comm(self):
+        from cais import _comm
+        c = object.__new__(_comm.Communicator)
+        c.mode, c._comm, c._L = "managed", None, _FakeLib()
+        c._ids, c._registered, c._since_step = {}, {}, set()
+        c._next_id, c._step, c._seen = 1, 0, {}
+        c._explicit, c._uses = False, {}
+        c._step_warned, c._step_s = False, 0.0
+        return c
+
+    @staticmethod
+    def iteration(c, layers=2):
+        """A training iteration: two call sites (forward, backward), each once per layer."""
+        ids = []
+        for _ in range(layers):
+            ids.append(c._tensor_id(0, 0, 4096, None, ("fwd",)))
+        for _ in range(layers):
+            ids.append(c._tensor_id(0, 0, 4096, None, ("bwd",)))
+        return [t for t, _ in ids], [first for _, first in ids]
+
+    def test_guessed_steps(self):
+        c = self.comm()
+        for it in range(3):
+            ids, first = self.iteration(c)
+            # one tensor per call site, a step each time one comes again
+            self.assertEqual(ids, [1, 1, 2, 2])
+            self.assertEqual(first, [it == 0, False, it == 0, False])
+        # the first use, then each layer's second use of a site: 7 steps for 3 iterations
+        self.assertEqual(c._L.steps, list(range(7)))
+        self.assertEqual(c._L.registered, [1, 2])
+
+    def test_explicit_steps(self):
+        c = self.comm()
+        for it in range(3):
+            c.step()
+            ids, first = self.iteration(c)
+            # a tensor per use: each layer's, with a scale of its own; the ring in its
+            # first two steps (the manager has every rank's report from the third)
+            self.assertEqual(ids, [1, 2, 3, 4])
+            self.assertEqual(first, [it < 2] * 4)
+        # one manager step per iteration, none guessed
+        self.assertEqual(c._L.steps, [0, 1, 2])
+        self.assertEqual(c._L.registered, [1, 2, 3, 4])
+        # iterations with a third layer: its uses are new tensors, the rest the same
+        for it in range(3):
+            c.step()
+            ids, first = self.iteration(c, layers=3)
+            self.assertEqual(ids, [1, 2, 5, 3, 4, 6])
+            self.assertEqual(first, [False, False, it < 2, False, False, it < 2])
+        self.assertEqual(c._L.steps, [0, 1, 2, 3, 4, 5])
+
+    def test_step_elsewhere_does_nothing(self):
+        c = self.comm()
+        c.mode = "ring"
+        c.step()
+        self.assertEqual(c._L.steps, [])
+        self.assertFalse(c._explicit)
+
+
 if __name__ == "__main__":
     harness.require("numpy", "torch")
     unittest.main(verbosity=2)

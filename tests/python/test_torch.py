@@ -150,6 +150,13 @@ def w_gloo_parts(rank, world, path):
         2 * rank:2 * rank + 2]), o2
     import cais.torch as ct
     before = ct.metrics()["collectives"]
+    # step(): nothing to do outside managed mode; refused for a group of another backend
+    ct.step()
+    try:
+        ct.step(dist.new_group(ranks=list(range(world)), backend="gloo"))
+        raise AssertionError("cais.torch.step on a gloo group succeeded")
+    except ValueError as e:
+        assert "not cais" in str(e), e
     # a subgroup of "cais" (its own communicator)
     if world >= 2:
         sub = dist.new_group(ranks=[0, 1], backend="cais")
