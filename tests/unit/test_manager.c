@@ -433,6 +433,16 @@ join_all(struct mgr *m, const char *job, unsigned int world)
 			       job, r, r + 1, r + 1));
 }
 
+/* Job "j" of 2 ranks with tensor 1 (sum); both ranks joined when join. */
+static void
+job_j2(struct mgr *m, bool join)
+{
+	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
+	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
+	if (join)
+		join_all(m, "j", 2);
+}
+
 static int
 setup(void **state)
 {
@@ -721,9 +731,7 @@ test_stats_report_input(void **state)
 
 	(void)state;
 	m = open_mgr();
-	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
-	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
-	join_all(m, "j", 2);
+	job_j2(m, true);
 	refused(m, "stats.report", "{\"job\": \"j\", \"rank\": 0, \"step\": 0, \"tensors\": {}}",
 		EINVAL, "field 'tensors' must be an array");
 	refused(m, "stats.report", "{\"job\": \"j\", \"rank\": 0, \"step\": 0, \"tensors\": [1]}",
@@ -1432,9 +1440,7 @@ test_step_switch_down(void **state)
 	(void)state;
 	conf.poll_ms = 1000;
 	m = open_mgr();
-	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
-	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
-	join_all(m, "j", 2);
+	job_j2(m, true);
 	r = step(m, "j", 0, 0);
 	assert_int_equal(n_offload(r), 1);
 	assert_null(json_object_get(r, "unreachable"));
@@ -1471,8 +1477,7 @@ test_step_partial_reports(void **state)
 
 	(void)state;
 	m = open_mgr();
-	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
-	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
+	job_j2(m, false);
 	json_decref(ok(m, "tensor.register",
 		       "{\"job\": \"j\", \"tensor\": 2, \"op\": \"sum\", \"dtype\": \"bf16\"}"));
 	join_all(m, "j", 2);
@@ -1614,9 +1619,7 @@ test_step_begin_report(void **state)
 
 	(void)state;
 	m = open_mgr();
-	json_decref(ok(m, "job.register", "{\"job\": \"j\", \"tenant\": \"t\", \"world\": 2}"));
-	json_decref(ok(m, "tensor.register", "{\"job\": \"j\", \"tensor\": 1, \"op\": \"sum\"}"));
-	join_all(m, "j", 2);
+	job_j2(m, true);
 	json_decref(step(m, "j", 0, 0));
 	json_decref(step(m, "j", 1, 0));
 
