@@ -30,7 +30,7 @@ struct ag_managed {
 	unsigned int rank;
 	uint64_t step;
 	bool started;		      /**< a step has begun: the next one reports it */
-	bool report_apart;	      /**< the manager refused a report in step.begin */
+	bool report_apart;	      /**< a manager before E13: reports by stats.report */
 	struct cais_metrics last;     /**< metrics at the last report */
 	struct cais_metrics reported; /**< ... as reported */
 	pthread_mutex_t lock;	      /**< the max |x| table: API threads write, the report reads */

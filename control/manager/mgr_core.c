@@ -982,13 +982,12 @@ compute_step(struct mgr *m, struct mgr_job *j, int64_t step, json_t **out)
 		j->last_step = step;
 	}
 	/*
-	 * Lazy: the answer is kept so that every rank of the step gets the same
-	 * one, across a restart of the manager's process too (the lazy commit
-	 * survives that). A crash of its machine may lose it, but no rank can
-	 * wait for a reboot (AG_STEP_MS): a rank that asks then keeps its
-	 * previous scales whether or not the answer had reached the disk.
+	 * The answer waits for the disk (unlike the reports): every rank of the
+	 * step must get the same one, also one that asks after a crash of the
+	 * manager's machine and its reboot while the others wait in the step's
+	 * collectives. Once per step and job, by its first rank to ask.
 	 */
-	if ((rc = mgr_store_begin_lazy(m->store)))
+	if ((rc = mgr_store_begin(m->store)))
 		goto fail_ans;
 	{
 		char *text = json_dumps(ans, JSON_COMPACT);
