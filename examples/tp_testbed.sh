@@ -250,14 +250,14 @@ done
 hello_ok=1
 for ((i = 1; i <= HOSTS; i++)); do
 	wait "${PIDS[$((i - 1))]}" || hello_ok=0
-	grep -q "^cais: rank $((i - 1)): 4 collectives, 2 in-network" "$OUT/hello.h$i.log" || hello_ok=0
+	grep -q "^cais: rank $((i - 1)): 5 collectives, 2 in-network" "$OUT/hello.h$i.log" || hello_ok=0
 done
 PIDS=()
 if [ $hello_ok -eq 1 ]; then
 	say "  hello: every rank right, $(grep -h '^cais: rank 0' "$OUT/hello.h1.log" | cut -d, -f1-3)"
 else
 	FAILED=1
-	say "  hello: FAIL (want every rank: 4 collectives, 2 in-network); $OUT/hello.h1.log:"
+	say "  hello: FAIL (want every rank: 5 collectives, 2 in-network); $OUT/hello.h1.log:"
 	tail -n 15 "$OUT/hello.h1.log"
 fi
 
@@ -283,7 +283,7 @@ if sctl session.add tenant=9 session=1 slots=64 elems_per_packet=2048 loss_hints
 	hello_ok=1
 	for ((i = 1; i <= HOSTS; i++)); do
 		wait "${PIDS[$((i - 1))]}" || hello_ok=0
-		grep -q "^cais: rank $((i - 1)): 4 collectives, 4 in-network" "$OUT/hello-static.h$i.log" ||
+		grep -q "^cais: rank $((i - 1)): 5 collectives, 5 in-network" "$OUT/hello-static.h$i.log" ||
 			hello_ok=0
 	done
 	PIDS=()
@@ -291,7 +291,7 @@ if sctl session.add tenant=9 session=1 slots=64 elems_per_packet=2048 loss_hints
 		say "  hello-static: every rank right, $(grep -h '^cais: rank 0' "$OUT/hello-static.h1.log" | cut -d, -f1-2)"
 	else
 		FAILED=1
-		say "  hello-static: FAIL (want every rank: 4 collectives, 4 in-network); $OUT/hello-static.h1.log:"
+		say "  hello-static: FAIL (want every rank: 5 collectives, 5 in-network); $OUT/hello-static.h1.log:"
 		tail -n 15 "$OUT/hello-static.h1.log"
 	fi
 else

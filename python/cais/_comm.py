@@ -414,13 +414,12 @@ class Communicator:
         if self._step == 0 or (tensor in self._since_step and not self._explicit):
             self.step_begin()
         self._since_step.add(tensor)
-        # the ring until the manager has this tensor's magnitude from every rank: after its
-        # first collective, when the steps are guessed (the next use begins a step, its
-        # report in); with step(), in the two steps from its first: the first rank to begin
-        # the next step brings its own report only, and the manager may not raise a scale
-        # before each rank's is in (docs/PROTOCOL.md E3)
+        # the ring until the manager has this tensor's magnitude from every rank: in the
+        # step of its first collective and the next (the first rank to begin the next step
+        # brings its own report only, and the manager raises no scale before each rank's
+        # is in: docs/PROTOCOL.md E3)
         since = self._seen.setdefault(tensor, self._step)
-        first = self._step - since < (2 if self._explicit else 1)
+        first = self._step - since < 2
         return tensor, first
 
     def step(self):
