@@ -285,7 +285,7 @@ class Communicator:
                       "ring": _lib.PATH_RING}[cfg.path or "auto"]
         # managed: tensor ids by call site, registered at first sight; steps
         self._ids, self._registered, self._since_step = {}, {}, set()
-        self._next_id, self._step, self._seen = 1, 0, {}  # _seen: tensor -> its first step
+        self._next_id, self._step, self._first_step = 1, 0, {}  # tensor -> its first step
         # after step(): steps begin there only; uses of a key in the step so far
         self._explicit, self._uses = False, {}
         self._step_warned = False
@@ -418,7 +418,7 @@ class Communicator:
         # step of its first collective and the next (the first rank to begin the next step
         # brings its own report only, and the manager raises no scale before each rank's
         # is in: docs/PROTOCOL.md E3)
-        since = self._seen.setdefault(tensor, self._step)
+        since = self._first_step.setdefault(tensor, self._step)
         first = self._step - since < 2
         return tensor, first
 

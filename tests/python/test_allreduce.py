@@ -280,7 +280,7 @@ class ManagedSteps(unittest.TestCase):
         c = object.__new__(_comm.Communicator)
         c.mode, c._comm, c._L = "managed", None, _FakeLib()
         c._ids, c._registered, c._since_step = {}, {}, set()
-        c._next_id, c._step, c._seen = 1, 0, {}
+        c._next_id, c._step, c._first_step = 1, 0, {}
         c._explicit, c._uses = False, {}
         c._step_warned, c._step_s = False, 0.0
         return c
