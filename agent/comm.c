@@ -105,6 +105,14 @@ ag_comm_offload_none(struct cais_comm *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void
+ag_comm_step(struct cais_comm *c, uint64_t step)
+{
+	pthread_mutex_lock(&c->lock);
+	c->step = step;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int
 cais_tensor_wire(struct cais_comm *c, uint32_t tensor, enum cais_wire_dtype wire)
 {
@@ -193,15 +201,28 @@ overlap_bad(const void *send, const void *recv, size_t bytes)
 	return s != r && s < r + bytes && r < s + bytes;
 }
 
-/* The offload decision: the same inputs on every rank, so the same answer (under lock). */
+/*
+ * The offload decision: the same inputs on every rank, so the same answer
+ * (under lock). A managed float tensor takes the ring in the manager step of
+ * its first collective and the next: the manager has its max |x| from every
+ * rank only from the step after (the first rank to begin that one brings
+ * its own report only, and no scale goes up before each rank's is in:
+ * docs/PROTOCOL.md E3), and before that its scale is the default, blind to
+ * what the tensor holds. int32 goes through the switch exactly; a path of
+ * CAIS_PATH_SWITCH asks for the switch whatever the scale.
+ */
 static enum cais_fallback
-offload_decision(const struct cais_comm *c, const struct ag_tensor *t, size_t bytes)
+offload_decision(const struct cais_comm *c, const struct ag_tensor *t, enum cais_datatype dt,
+		 size_t bytes)
 {
 	if (c->path == CAIS_PATH_RING)
 		return CAIS_FB_FORCED;
 	if (c->path == CAIS_PATH_AUTO && bytes < c->threshold)
 		return CAIS_FB_THRESHOLD;
 	if (t && !t->offload)
+		return CAIS_FB_TENSOR_OFF;
+	if (c->path == CAIS_PATH_AUTO && c->managed && dt != CAIS_INT32 &&
+	    (!t || c->step < t->first_step + 2))
 		return CAIS_FB_TENSOR_OFF;
 	if (c->path == CAIS_PATH_AUTO && t && t->disabled)
 		return CAIS_FB_ERROR_ALARM;
@@ -248,10 +269,14 @@ cais_iallreduce(struct cais_comm *c, uint32_t tensor, const void *send, void *re
 		free(r);
 		return -ECANCELED;
 	}
-	t = tensor_find(c, tensor);
+	t = c->managed ? tensor_get(c, tensor) : tensor_find(c, tensor);
+	if (t && c->managed && !t->used) {
+		t->used = true;
+		t->first_step = c->step;
+	}
 	r->wire = dt == CAIS_INT32 ? CAIS_DT_FIXED32 : t ? t->wire : (uint8_t)c->cfg.wire;
 	r->scale = (float)tensor_scale(c, t, r->wire);
-	r->fb = offload_decision(c, t, bytes);
+	r->fb = offload_decision(c, t, dt, bytes);
 	r->switch_only = c->path == CAIS_PATH_SWITCH;
 	if (r->fb == CAIS_FB_NONE) {
 		c->innet_issued++;

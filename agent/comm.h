@@ -46,6 +46,9 @@ unsigned int ag_comm_auto_flows(uint32_t slots, unsigned int lcores);
  * otherwise: a managed rank without its step's answer (join.c). */
 void ag_comm_offload_none(struct cais_comm *c);
 
+/** The manager's step that c's collectives issued from now on belong to (join.c). */
+void ag_comm_step(struct cais_comm *c, uint64_t step);
+
 /** Sockets one progress thread polls at most (peers x 2 + 3). */
 #define AG_MAX_POLL	   1024
 /** Collectives smaller than this are not sampled by the error alarm (too few values). */
@@ -58,7 +61,9 @@ struct ag_tensor {
 	bool has_scale;	   /**< set by cais_tensor_set() (or the manager) */
 	uint8_t wire;	   /**< CAIS_DT_*: how float collectives of it go */
 	bool offload;
-	bool disabled; /**< by the error alarm */
+	bool disabled;	     /**< by the error alarm */
+	bool used;	     /**< managed: a collective of it was issued ... */
+	uint64_t first_step; /**< ... first in this manager step */
 	LIST_ENTRY(ag_tensor) link;
 };
 
@@ -78,6 +83,7 @@ struct cais_comm {
 	uint64_t innet_issued;
 	size_t threshold;
 	enum cais_path path;
+	uint64_t step; /**< managed: ag_comm_step() */
 	LIST_HEAD(, ag_tensor) tensors;
 	struct cais_metrics m;		 /**< completions; the modules keep their own counters */
 	uint64_t hist[CMN_HIST_BUCKETS]; /**< completion times, ns */

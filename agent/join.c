@@ -349,6 +349,7 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 	}
 	m->started = true;
 	m->step = step;
+	ag_comm_step(c, step);
 	/* the report of the step that ends rides in step.begin (E13): one round
 	 * trip a step. A lost report only costs a scale update */
 	if (r && m->report_apart)

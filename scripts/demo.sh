@@ -387,7 +387,9 @@ run_hosts() {
 }
 # job_scales JOB: "STEP SCALE WIRE" for every step of the run, tensor $TENSOR's entry
 # in the manager's stored answers, read back with step.begin (the same answer for any
-# rank); WIRE is the element type on the wire where the answer names one, else "-"
+# rank); WIRE is the element type on the wire where the answer names one, else "-".
+# SCALE is "ring" in steps 0 and 1: libcais takes the tensor to the ring there, before
+# the manager has every rank's max|x| (docs/PROTOCOL.md E3)
 job_scales() {
 	local s obj sc wire
 	for ((s = 0; s < RUN_STEPS; s++)); do
@@ -395,12 +397,13 @@ job_scales() {
 			grep -o '{[^{}]*}' | grep -E "\"tensor\":${TENSOR}[,}]" | head -n 1 || true)
 		sc=$(grep -Eo '"scale":[0-9.eE+-]+' <<<"$obj" | cut -d: -f2 || true)
 		wire=$(grep -Eo '"wire":"[a-z0-9]+"' <<<"$obj" | cut -d'"' -f4 || true)
+		if [ -n "$sc" ] && [ "$s" -lt 2 ]; then sc=ring; fi
 		[ -z "$sc" ] || echo "$s $sc ${wire:--}"
 	done
 }
-# scales_text [STEP SCALE WIRE lines on stdin]: "2^10 then 2^27" (consecutive repeats
-# once), with the wire when the answers name one: "2^10 then 2^27, fixed32"; with
-# RANGES=1 each with its steps: "step 0 2^10, steps 1..29 2^27"
+# scales_text [STEP SCALE WIRE lines on stdin]: "ring then 2^27" (consecutive repeats
+# once), with the wire when the answers name one: "ring then 2^27, fixed32"; with
+# RANGES=1 each with its steps: "steps 0..1 ring, steps 2..29 2^27"
 scales_text() {
 	awk -v ranges="${RANGES:-0}" '
 	function pow2(x, e) { e = log(x) / log(2); return e == int(e) ? sprintf("2^%d", e) : sprintf("%g", x) }
@@ -410,7 +413,7 @@ scales_text() {
 		else out = out (out == "" ? "" : " then ") key
 	}
 	{
-		k = pow2($2) ($3 == "-" ? "" : "/" $3)
+		k = ($2 == "ring" ? "ring" : pow2($2)) ($3 == "-" ? "" : "/" $3)
 		if (k != key) { flush(); key = k; from = $1; n++ }
 		to = $1
 		w[$3] = 1
@@ -509,8 +512,8 @@ else
   (scale: what cais-manager gave tensor $TENSOR for that size's in-network all-reduces, one
    manager step each, and the wire's element type where it names one: per tensor, from
    the largest max|x| the ranks reported for the step before (fixed32: the largest power
-   of two s with $HOSTS x max|x| x s x 2 < 2^31); the first all-reduce of a job, step 0, has
-   no report before it and runs at the manager's default (fixed32: 1024 = 2^10))
+   of two s with $HOSTS x max|x| x s x 2 < 2^31); the first two all-reduces of a job, steps
+   0 and 1, take the ring: the manager has every rank's report from step 2 on (E3))
 EOF
 fi
 echo

@@ -13,7 +13,10 @@
  *    uses port CAIS_PORT + k and session CAIS_SESSION + k;
  *  - managed mode (CAIS_MANAGER): the ranks join cais-manager under a job
  *    named after collnet rank 0's handle, which every rank sees alike, from
- *    a port of their own.
+ *    a port of their own, and begin a manager step every CAIS_STEP_EVERY
+ *    collectives (next_step()): the manager's scales follow what the
+ *    tensors hold, and a float tensor takes libcais's ring in its first two
+ *    steps, before the manager has its magnitude from every rank.
  * A one-element all-reduce on the switch-only path proves the switch serves
  * the session before NCCL relies on it. Then the ranks agree (agree.c): if
  * any rank failed, connect() fails on every rank, says why, and NCCL keeps
@@ -83,6 +86,9 @@ struct np_coll {
 	unsigned int rank, world; /**< libcais's */
 	unsigned int nccl_rank;
 	uint64_t issued, in_network, ring, mrs;
+	uint64_t steps;	    /**< managed: manager steps begun */
+	bool managed_steps; /**< joined through the manager: next_step() */
+	bool step_warned;
 	struct np_coll_req req[NP_COLL_REQS];
 };
 
@@ -369,6 +375,8 @@ create_managed(struct np_coll_handle **hs, int nranks, int rank, struct np_coll 
 		cais_comm_destroy(c->comm);
 		c->comm = NULL;
 	}
+	c->managed_steps = rc == 0;
+	c->steps = rc == 0;
 	return rc;
 }
 
@@ -571,6 +579,28 @@ coll_dereg_mr(void *coll_comm, void *mhandle)
 	return ncclSuccess;
 }
 
+/*
+ * Managed mode: a manager step every CAIS_STEP_EVERY collectives (at the same
+ * collective on every rank: NCCL issues the same ones in the same order),
+ * which reports the max |x| of the last one's tensors and takes the scales
+ * for the next. One request to the manager on NCCL's proxy thread, a
+ * millisecond or a few. Without an answer libcais takes the ring for the step.
+ */
+static void
+next_step(struct np_coll *c)
+{
+	uint64_t step = 1 + c->issued / np_conf()->step_every;
+	int rc = cais_step_begin(c->comm, step);
+
+	c->steps++;
+
+	if (rc && !c->step_warned) {
+		c->step_warned = true;
+		NP_WARN("CAIS: CollNet manager step %llu: %s; the ring until a step's answer",
+			(unsigned long long)step, cais_strerror(rc));
+	}
+}
+
 static ncclResult_t
 coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataType_t dtype,
 		ncclRedOp_t redop, void *send_mh, void *recv_mh, void **request)
@@ -595,6 +625,8 @@ coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataT
 		return ncclSuccess; /* the pool is full: NCCL tries again */
 	r->creq = NULL;
 	r->bytes = count * cais_datatype_size(dt);
+	if (c->managed_steps && c->issued && c->issued % np_conf()->step_every == 0)
+		next_step(c);
 	if (count) {
 		rc = cais_iallreduce(c->comm, tensor_of(op), send, recv, count, dt, op, &r->creq);
 		if (rc) {
@@ -666,10 +698,12 @@ coll_close(void *coll_comm)
 	if (cais_metrics_get(c->comm, &m) == 0)
 		NP_INFO(NCCL_INIT | NCCL_NET,
 			"CAIS: CollNet rank %u closing: %llu all-reduces, %llu in-network, %llu on "
-			"the ring; %llu retransmissions; p50 %.0f us, p99 %.0f us",
+			"the ring; %llu retransmissions; p50 %.0f us, p99 %.0f us; %llu manager "
+			"steps",
 			c->nccl_rank, (unsigned long long)c->issued,
 			(unsigned long long)c->in_network, (unsigned long long)c->ring,
-			(unsigned long long)m.retransmissions, m.p50_us, m.p99_us);
+			(unsigned long long)m.retransmissions, m.p50_us, m.p99_us,
+			(unsigned long long)c->steps);
 	/* requests NCCL never tested end with the communicator */
 	cais_comm_destroy(c->comm);
 	np_port_give_back(&c->port);

@@ -119,6 +119,7 @@ read_conf(void)
 	conf.retries = 8;
 	conf.retx_us = 500;
 	conf.check_every = 100;
+	conf.step_every = NP_STEP_EVERY;
 	if (sw && *sw) {
 		conf.have_switch = cmn_parse_addr(sw, CAIS_UDP_PORT, &conf.sw) == 0;
 		if (!conf.have_switch)
@@ -145,6 +146,12 @@ read_conf(void)
 	env_u32("CAIS_RETRIES", 1000, &conf.retries);
 	env_u32("CAIS_RETX_US", 10000000, &conf.retx_us);
 	env_u32("CAIS_CHECK_EVERY", UINT32_MAX, &conf.check_every);
+	env_u32("CAIS_STEP_EVERY", UINT32_MAX, &conf.step_every);
+	if (conf.step_every == 0) {
+		NP_WARN("CAIS: CAIS_STEP_EVERY=0: a step needs at least 1 collective; using %u",
+			NP_STEP_EVERY);
+		conf.step_every = NP_STEP_EVERY;
+	}
 	conf.threads = 1;
 	env_u32("CAIS_THREADS", NP_MAX_THREADS, &conf.threads);
 	if (conf.threads == 0 || (conf.threads & (conf.threads - 1)) ||

@@ -31,6 +31,9 @@
 #define NP_DEFAULT_PORT	  47000
 /** Default pool size S: 128 slots per session, as cais_config_init() has it. */
 #define NP_DEFAULT_SLOTS  128u
+/** Managed mode: CollNet collectives of a communicator per manager step
+ * (CAIS_STEP_EVERY): how often the scales follow what the tensors hold. */
+#define NP_STEP_EVERY	  100u
 /** Largest elements per packet: a 9000-byte MTU (PROTOCOL.md section 2). */
 #define NP_MAX_ELEMS	  2048u
 /** Reported link speed when the interface does not say (veth): 10 Gb/s. */
@@ -90,6 +93,7 @@ struct np_conf {
 	uint32_t retries;     /**< CAIS_RETRIES */
 	uint32_t retx_us;     /**< CAIS_RETX_US */
 	uint32_t check_every; /**< CAIS_CHECK_EVERY */
+	uint32_t step_every;  /**< CAIS_STEP_EVERY: managed, CollNet collectives a step, >= 1 */
 	bool test_fail_probe; /**< CAIS_NCCL_TEST_FAIL=probe: this rank's probe counts as
 			       * failed (tests of the agreement; docs/NCCL.md) */
 };

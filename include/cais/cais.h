@@ -270,7 +270,9 @@ int cais_tensor_register(struct cais_comm *comm, uint32_t tensor, enum cais_redo
  * step, before the step's collectives): report the previous step's
  * statistics (per-tensor max |x|, fallbacks, errors, CONGESTED) and take this
  * step's offload list and scales, the same on every rank. Never called per
- * all-reduce.
+ * all-reduce. On CAIS_PATH_AUTO a float tensor's collectives take the ring
+ * (CAIS_FB_TENSOR_OFF) in the step of its first one and the next, before
+ * the manager has its magnitude from every rank (docs/PROTOCOL.md E3).
  * @return 0; -EINVAL (not managed); -ETIMEDOUT (no manager); the manager's
  *         error. Without an answer the rank's tensors take the ring until a
  *         step's answer (the other ranks may have new scales: in-network

@@ -285,7 +285,7 @@ class Communicator:
                       "ring": _lib.PATH_RING}[cfg.path or "auto"]
         # managed: tensor ids by call site, registered at first sight; steps
         self._ids, self._registered, self._since_step = {}, {}, set()
-        self._next_id, self._step, self._first_step = 1, 0, {}  # tensor -> its first step
+        self._next_id, self._step = 1, 0
         # after step(): steps begin there only; uses of a key in the step so far
         self._explicit, self._uses = False, {}
         self._step_warned = False
@@ -382,14 +382,15 @@ class Communicator:
 
     # -- tensor ids and steps (managed) --
     def _tensor_id(self, op, dt, count, tensor, key):
-        """The tensor id of this collective; True when it must take the ring (managed: the
-        tensor's first collectives, before the manager has its magnitude)."""
+        """The tensor id of this collective (managed: registered, and the step begun).
+        libcais takes a managed tensor's collectives to the ring in the step of its first
+        one and the next, before the manager has its magnitude from every rank."""
         if self.mode != "managed":
             if tensor is not None:
-                return tensor, False
+                return tensor
             c = self.cfg
             return {_lib.OP_SUM: c.tensor_sum, _lib.OP_AVG: c.tensor_sum,
-                    _lib.OP_MAX: c.tensor_max, _lib.OP_MIN: c.tensor_min}[op], False
+                    _lib.OP_MAX: c.tensor_max, _lib.OP_MIN: c.tensor_min}[op]
         if tensor is None:
             k = (op, dt, count, key)
             if self._explicit:
@@ -414,13 +415,7 @@ class Communicator:
         if self._step == 0 or (tensor in self._since_step and not self._explicit):
             self.step_begin()
         self._since_step.add(tensor)
-        # the ring until the manager has this tensor's magnitude from every rank: in the
-        # step of its first collective and the next (the first rank to begin the next step
-        # brings its own report only, and the manager raises no scale before each rank's
-        # is in: docs/PROTOCOL.md E3)
-        since = self._first_step.setdefault(tensor, self._step)
-        first = self._step - since < 2
-        return tensor, first
+        return tensor
 
     def step(self):
         """Managed: a training step begins (call it once per iteration, before the
@@ -466,15 +461,11 @@ class Communicator:
         with self._lock:
             if self._closed:
                 raise CaisError(-125, "all-reduce on a closed communicator")  # ECANCELED
-            tid, ring = self._tensor_id(o, buf.dt, buf.count, tensor, key)
+            tid = self._tensor_id(o, buf.dt, buf.count, tensor, key)
             h.tensor = tid
             req = ctypes.c_void_p()
-            if ring and self._path != _lib.PATH_RING:
-                self._L.cais_set_path(self._comm, _lib.PATH_RING)
             rc = self._L.cais_iallreduce(self._comm, tid, buf.ptr, buf.ptr, buf.count, buf.dt,
                                          o, ctypes.byref(req))
-            if ring and self._path != _lib.PATH_RING:
-                self._L.cais_set_path(self._comm, self._path)
             what = "all-reduce of %d %s (%s, tensor %d)" % (
                 buf.count, _lib.DTYPE_NAMES[buf.dt], _lib.OP_NAMES[o], tid)
             _check(rc, "cais_iallreduce: " + what)

@@ -31,7 +31,8 @@
 #   e. the same with the failing host collnet rank 0 (h4), which decides
 #   f. managed mode: cais-switch with its control endpoint only, cais-manager
 #      on the management network, CAIS_MANAGER on every host: as a
-#      (two communicators at once, each its own job)
+#      (two communicators at once, each its own job), a manager step every
+#      2 collectives (CAIS_STEP_EVERY=2), counted in the closing lines
 # Always cleans up: the hosts, the switch, the manager, the testbed, DPDK's
 # runtime dir.
 set -uo pipefail
@@ -196,7 +197,9 @@ AGG=""
 MODE=static
 mode_env() { # host index
 	if [ "$MODE" = managed ]; then
-		echo "CAIS_MANAGER=$MGMT_IP:$MGR_PORT CAIS_MANAGER_KEY=$WORK/manager.key CAIS_TENANT_NAME=nccl-it"
+		# a manager step every 2 collectives: the scales follow the tensors, and a
+		# float tensor takes the ring in its first two steps (docs/PROTOCOL.md E3)
+		echo "CAIS_MANAGER=$MGMT_IP:$MGR_PORT CAIS_MANAGER_KEY=$WORK/manager.key CAIS_TENANT_NAME=nccl-it CAIS_STEP_EVERY=2"
 	else
 		echo "CAIS_SWITCH=${AGG:-$TB_AGG_IP} CAIS_TENANT=${TENANT:-1} CAIS_PORT=$PORT"
 	fi
@@ -342,6 +345,16 @@ MODE=managed run_all f $HOST_TIMEOUT --comms 2
 check_pass f
 grep -h "ready" "$MGRLOG" | sed 's/^/      manager: /' | head -n 2
 grep -q "manager" "$WORK/f.h1.err" || fail "f: the plugin's log does not show managed mode"
+# every communicator began a manager step every 2 collectives
+grep -h 'closing' "$WORK"/f.h*.err | sed 's/^.*CAIS: /      log: /' | head -n 2
+grep -h 'closing' "$WORK"/f.h*.err | awk '{
+	for (i = 1; i < NF; i++) {
+		if ($(i + 1) == "all-reduces,") n = $i
+		if ($(i + 1) == "manager") s = $i
+	}
+	if (s != 1 + int((n - 1) / 2) || n < 1) bad++
+	lines++
+} END { exit !(lines >= 8 && !bad) }' || fail "f: a communicator did not begin a manager step every 2 collectives"
 stop_manager
 stop_switch
 

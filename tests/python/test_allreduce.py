@@ -280,7 +280,7 @@ class ManagedSteps(unittest.TestCase):
         c = object.__new__(_comm.Communicator)
         c.mode, c._comm, c._L = "managed", None, _FakeLib()
         c._ids, c._registered, c._since_step = {}, {}, set()
-        c._next_id, c._step, c._first_step = 1, 0, {}
+        c._next_id, c._step = 1, 0
         c._explicit, c._uses = False, {}
         c._step_warned, c._step_s = False, 0.0
         return c
@@ -293,39 +293,30 @@ class ManagedSteps(unittest.TestCase):
             ids.append(c._tensor_id(0, 0, 4096, None, ("fwd",)))
         for _ in range(layers):
             ids.append(c._tensor_id(0, 0, 4096, None, ("bwd",)))
-        return [t for t, _ in ids], [first for _, first in ids]
+        return ids
 
     def test_guessed_steps(self):
         c = self.comm()
-        for it in range(3):
-            ids, first = self.iteration(c)
-            # one tensor per call site, a step each time one comes again; the ring in
-            # the step of a tensor's first use and the next (steps 0 and 1 for tensor 1,
-            # 1 and 2 for tensor 2)
-            self.assertEqual(ids, [1, 1, 2, 2])
-            self.assertEqual(first, [it == 0, it == 0, it == 0, it == 0])
+        for _ in range(3):
+            # one tensor per call site, a step each time one comes again
+            self.assertEqual(self.iteration(c), [1, 1, 2, 2])
         # the first use, then each layer's second use of a site: 7 steps for 3 iterations
         self.assertEqual(c._L.steps, list(range(7)))
         self.assertEqual(c._L.registered, [1, 2])
 
     def test_explicit_steps(self):
         c = self.comm()
-        for it in range(3):
+        for _ in range(3):
             c.step()
-            ids, first = self.iteration(c)
-            # a tensor per use: each layer's, with a scale of its own; the ring in its
-            # first two steps (the manager has every rank's report from the third)
-            self.assertEqual(ids, [1, 2, 3, 4])
-            self.assertEqual(first, [it < 2] * 4)
+            # a tensor per use: each layer's, with a scale of its own
+            self.assertEqual(self.iteration(c), [1, 2, 3, 4])
         # one manager step per iteration, none guessed
         self.assertEqual(c._L.steps, [0, 1, 2])
         self.assertEqual(c._L.registered, [1, 2, 3, 4])
         # iterations with a third layer: its uses are new tensors, the rest the same
-        for it in range(3):
+        for _ in range(3):
             c.step()
-            ids, first = self.iteration(c, layers=3)
-            self.assertEqual(ids, [1, 2, 5, 3, 4, 6])
-            self.assertEqual(first, [False, False, it < 2, False, False, it < 2])
+            self.assertEqual(self.iteration(c, layers=3), [1, 2, 5, 3, 4, 6])
         self.assertEqual(c._L.steps, [0, 1, 2, 3, 4, 5])
 
     def test_step_elsewhere_does_nothing(self):

@@ -1194,6 +1194,10 @@ t_errors(void **state)
 
 /* ---- joining through a (fake) manager ---- */
 
+/* The steps of run_joined(); fail: rank 1's step.begin of FM_FAIL_STEP fails. */
+#define FM_STEPS     6u
+#define FM_FAIL_STEP 3u
+
 struct fake_mgr {
 	struct ctl_endpoint *ep;
 	pthread_t thread;
@@ -1203,7 +1207,7 @@ struct fake_mgr {
 	unsigned int step_calls;    /**< step.begin requests, refused ones included */
 	unsigned int stats_reports; /**< of reports: those by stats.report */
 	bool old;		    /**< a manager before E13: no "report" in step.begin */
-	bool fail;		    /**< rank 1's step.begin of step 2 fails; scales per step */
+	bool fail;		    /**< scales per step; rank 1 fails FM_FAIL_STEP */
 	unsigned int lcores;	  /**< job.register's answer */
 	unsigned int ports[CAIS_MAX_WORLD]; /**< each rank's job.join "ports" */
 	json_t *members;
@@ -1271,7 +1275,8 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		const json_t *r = json_object_get(a, "report");
 
 		f->step_calls++;
-		if (f->fail && step == 2 && json_integer_value(json_object_get(a, "rank")) == 1) {
+		if (f->fail && step == FM_FAIL_STEP &&
+		    json_integer_value(json_object_get(a, "rank")) == 1) {
 			pthread_mutex_unlock(&f->lock);
 			return ctl_fail(err, EIO, "the store failed (injected)");
 		}
@@ -1321,6 +1326,29 @@ fm_main(void *arg)
 
 static struct fake_mgr FM;
 
+/* An int32 all-reduce of tensor 1 in its first step: on the switch, exact
+ * (the ring of a float tensor's first steps is for the scale). */
+static int
+int32_first(struct cais_comm *c)
+{
+	int32_t v[300];
+	struct cais_request *req;
+	struct cais_status st;
+	int rc;
+
+	for (unsigned int i = 0; i < 300; i++)
+		v[i] = (int32_t)i - 100;
+	rc = cais_iallreduce(c, 1, v, v, 300, CAIS_INT32, CAIS_OP_SUM, &req);
+	if (rc == 0)
+		rc = cais_wait_status(req, &st);
+	if (rc == 0 && st.path != CAIS_PATH_SWITCH)
+		return -1004;
+	for (unsigned int i = 0; i < 300 && rc == 0; i++)
+		if (v[i] != ((int32_t)i - 100) * (int32_t)N)
+			rc = -1005;
+	return rc;
+}
+
 static int
 run_joined(unsigned int rank, void *arg)
 {
@@ -1353,13 +1381,16 @@ run_joined(unsigned int rank, void *arg)
 	if (rc)
 		return rc;
 	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
-	for (unsigned int step = 0; step < 4 && rc == 0; step++) {
+	for (unsigned int step = 0; step < FM_STEPS && rc == 0; step++) {
 		struct cais_request *req;
 		struct cais_status st;
+		bool innet;
 
 		rc = cais_step_begin(COMM[rank], step);
-		if (FM.fail && rank == 1 && step == 2)
+		if (FM.fail && rank == 1 && step == FM_FAIL_STEP)
 			rc = rc ? 0 : -1002; /* it must fail; the step goes on */
+		if (rc == 0 && step == 0)
+			rc = int32_first(COMM[rank]);
 		fill(b, CAIS_FLOAT32, rank, 5000, step);
 		if (rc == 0)
 			rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM,
@@ -1368,14 +1399,15 @@ run_joined(unsigned int rank, void *arg)
 			rc = cais_wait_status(req, &st);
 		if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
 			rc = -1000;
-		/* the manager's list decides, the same on every rank */
-		if (rc == 0 && !FM.fail &&
-		    st.path != (step % 2 ? CAIS_PATH_RING : CAIS_PATH_SWITCH))
+		/* the ring in the tensor's first two steps, whatever the manager's
+		 * list; then the list decides, the same on every rank (fail: on
+		 * the switch but at FM_FAIL_STEP, where rank 1 had no answer and
+		 * took the ring, and the others with it) */
+		innet = step >= 2 && (FM.fail ? step != FM_FAIL_STEP : step % 2 == 0);
+		if (rc == 0 && st.path != (innet ? CAIS_PATH_SWITCH : CAIS_PATH_RING))
 			rc = -1001;
-		/* fail: in-network but at step 2, where rank 1 had no answer and
-		 * took the ring, and the others with it */
-		if (rc == 0 && FM.fail &&
-		    st.path != (step == 2 ? CAIS_PATH_RING : CAIS_PATH_SWITCH))
+		if (rc == 0 && !innet && st.fallback != CAIS_FB_TENSOR_OFF &&
+		    !(FM.fail && step == FM_FAIL_STEP))
 			rc = -1003;
 	}
 	free(b);
@@ -1383,8 +1415,10 @@ run_joined(unsigned int rank, void *arg)
 }
 
 /*
- * Four ranks join a job through a (fake) manager and run 4 steps; every
- * step's report reaches it: in step.begin (one request a step), or, from a
+ * Four ranks join a job through a (fake) manager and run FM_STEPS steps:
+ * tensor 1 on the ring in its first two steps, then where the manager's
+ * list says (int32 on the switch from the first). Every step's report
+ * reaches the manager: in step.begin (one request a step), or, from a
  * manager before E13 (`old`: it refuses the field), by stats.report after
  * the first refusal.
  */
@@ -1417,16 +1451,16 @@ join_manager(bool old, bool fail)
 		if (FM.ports[r] < 4 || FM.ports[r] % 4)
 			fail_msg("rank %u joined with %u flows; the switch has 4 lcores", r,
 				 FM.ports[r]);
-	/* steps 1..3 report the step before (fail: rank 1's of step 1 went
-	 * with its failed step.begin) */
-	assert_int_equal(FM.reports, 3 * N - fail);
+	/* steps 1.. report the step before (fail: rank 1's of FM_FAIL_STEP - 1
+	 * went with its failed step.begin) */
+	assert_int_equal(FM.reports, (FM_STEPS - 1) * N - fail);
 	assert_true(FM.last_maxabs > 0);
 	if (old) {
 		/* step 1's refused, then every report apart */
-		assert_int_equal(FM.step_calls, 5 * N);
-		assert_int_equal(FM.stats_reports, 3 * N);
+		assert_int_equal(FM.step_calls, (FM_STEPS + 1) * N);
+		assert_int_equal(FM.stats_reports, (FM_STEPS - 1) * N);
 	} else {
-		assert_int_equal(FM.step_calls, 4 * N);
+		assert_int_equal(FM.step_calls, FM_STEPS * N);
 		assert_int_equal(FM.stats_reports, 0);
 	}
 	atomic_store(&FM.stop, true);
@@ -1451,7 +1485,7 @@ t_join_manager_old(void **state)
 }
 
 /*
- * Rank 1 gets no answer to step 2's step.begin, the others do, at a scale
+ * Rank 1 gets no answer to step 3's step.begin, the others do, at a scale
  * of their own (each step's is another): rank 1's collective of that step
  * must not go to the switch at its old scale beside theirs. Every rank's
  * result right at every step.
