@@ -323,6 +323,9 @@ fi
 rounds=$(sctl -j stats.get 2>/dev/null | tr -d ' \n' | grep -Eo '"rounds":[0-9]+' | cut -d: -f2 |
 	awk '{ s += $1 } END { print s + 0 }')
 say "cais-switch: $rounds rounds aggregated in all (every session of these runs)"
+# the manager's CPU time (/proc/PID/stat utime + stime): its cost for these runs' steps
+say "cais-manager: $(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' \
+	"/proc/$MGR_PID/stat") s of CPU since its start (user + system)"
 
 # ---- compare, draw ----
 cmp_args=()

@@ -794,6 +794,72 @@ register_job(struct mgr *m, const char *job, const char *tenant, uint16_t *tenan
 	return s;
 }
 
+struct walk {
+	struct mgr_store *st;
+	unsigned int outer, inner[8];
+};
+
+static int
+walk_inner(void *arg, const struct mgr_job *job)
+{
+	struct walk *w = arg;
+
+	(void)job;
+	return ++w->inner[w->outer - 1] > 8; /* bounded */
+}
+
+/* Each job: all of them again, from inside the walk (the same statement). */
+static int
+walk_outer(void *arg, const struct mgr_job *job)
+{
+	struct walk *w = arg;
+
+	(void)job;
+	if (++w->outer > 8)
+		return 1; /* bounded */
+	assert_int_equal(mgr_store_jobs(w->st, walk_inner, w), 0);
+	return 0;
+}
+
+/*
+ * The store keeps its statements prepared: one in use is not handed out
+ * again (a walk of the jobs inside a walk of the jobs sees them all, each
+ * time), and what is used again gives fresh rows (the dump's statements,
+ * built in one buffer, each show their own table; a job read again after
+ * a change shows the change).
+ */
+static void
+test_store_kept_statements(void **state)
+{
+	struct walk w = {0};
+	struct mgr *m;
+	char *text;
+	json_t *r;
+
+	(void)state;
+	m = open_mgr();
+	register_job(m, "a", "alice", NULL);
+	register_job(m, "b", "alice", NULL);
+	register_job(m, "c", "bob", NULL);
+	json_decref(ok(m, "tensor.register", "{\"job\": \"a\", \"tensor\": 7, \"op\": \"max\"}"));
+	w.st = m->store;
+	assert_int_equal(mgr_store_jobs(m->store, walk_outer, &w), 0);
+	assert_int_equal(w.outer, 3);
+	for (unsigned int i = 0; i < 3; i++)
+		assert_int_equal(w.inner[i], 3);
+	text = snapshot(m);
+	assert_non_null(strstr(text, "[tenants]\nalice|1\nbob|2\n"));
+	assert_non_null(strstr(text, "[tensors]\na|7|"));
+	free(text);
+	for (int i = 0; i < 2; i++) {
+		r = ok(m, "job.status", "{\"job\": \"b\"}");
+		assert_string_equal(gets_(r, "state"), i ? "ended" : "waiting");
+		json_decref(r);
+		json_decref(ok(m, "job.end", "{\"job\": \"b\"}"));
+	}
+	mgr_close(m);
+}
+
 static void
 test_ids_never_reused(void **state)
 {
@@ -1983,6 +2049,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_report_input, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ids_never_reused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_kept_statements, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ids_exhausted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs_pages, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
