@@ -1242,15 +1242,18 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		if (!strcmp(cmd, "job.join")) {
 			json_int_t r = json_integer_value(json_object_get(a, "rank"));
 
-			if (r >= 0 && r < CAIS_MAX_WORLD)
+			/* a join sent again (its answer was late) counts once, as the
+			 * manager's does */
+			if (r >= 0 && r < CAIS_MAX_WORLD && !f->ports[r]) {
 				f->ports[r] = (unsigned int)json_integer_value(
 				    json_object_get(a, "ports"));
-			json_array_append_new(f->members,
-					      json_pack("{s:O, s:O, s:O}", "rank",
-							json_object_get(a, "rank"), "ip",
-							json_object_get(a, "ip"), "port",
-							json_object_get(a, "port")));
-			f->joined++;
+				json_array_append_new(f->members,
+						      json_pack("{s:O, s:O, s:O}", "rank",
+								json_object_get(a, "rank"), "ip",
+								json_object_get(a, "ip"), "port",
+								json_object_get(a, "port")));
+				f->joined++;
+			}
 		}
 		if (f->joined < N) {
 			json_object_set_new(res, "state", json_string("waiting"));
@@ -1358,7 +1361,9 @@ run_joined(unsigned int rank, void *arg)
 			      .rank = rank,
 			      .world = N,
 			      .data = PEERS[rank],
-			      .timeout_ms = 10000};
+			      /* every rank joined: a bound, not a wait (one CI run
+			       * under ASan saw rank 0 wait 10 s; not reproduced) */
+			      .timeout_ms = 30000};
 	struct cais_config tmpl;
 	float *b = malloc(5000 * sizeof(float));
 	cpu_set_t cpus;
@@ -1378,8 +1383,11 @@ run_joined(unsigned int rank, void *arg)
 	tmpl.threshold = 0;
 	tmpl.check_every = 0;
 	rc = cais_comm_join(&j, &tmpl, &COMM[rank]);
-	if (rc)
+	if (rc) {
+		print_message("rank %u: cais_comm_join: %d\n", rank, rc);
+		free(b);
 		return rc;
+	}
 	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < FM_STEPS && rc == 0; step++) {
 		struct cais_request *req;
@@ -1409,6 +1417,8 @@ run_joined(unsigned int rank, void *arg)
 		if (rc == 0 && !innet && st.fallback != CAIS_FB_TENSOR_OFF &&
 		    !(FM.fail && step == FM_FAIL_STEP))
 			rc = -1003;
+		if (rc)
+			print_message("rank %u: step %u: %d\n", rank, step, rc);
 	}
 	free(b);
 	return rc;
