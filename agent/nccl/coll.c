@@ -593,7 +593,6 @@ next_step(struct np_coll *c)
 	int rc = cais_step_begin(c->comm, step);
 
 	c->steps++;
-
 	if (rc && !c->step_warned) {
 		c->step_warned = true;
 		NP_WARN("CAIS: CollNet manager step %llu: %s; the ring until a step's answer",
