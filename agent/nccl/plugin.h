@@ -32,8 +32,9 @@
 /** Default pool size S: 128 slots per session, as cais_config_init() has it. */
 #define NP_DEFAULT_SLOTS  128u
 /** Managed mode: CollNet collectives of a communicator per manager step
- * (CAIS_STEP_EVERY): how often the scales follow what the tensors hold. */
-#define NP_STEP_EVERY	  100u
+ * (CAIS_STEP_EVERY): how often the scales follow what the tensors hold, and
+ * how often NCCL's proxy thread waits for the manager (docs/NCCL.md). */
+#define NP_STEP_EVERY	  1000u
 /** Largest elements per packet: a 9000-byte MTU (PROTOCOL.md section 2). */
 #define NP_MAX_ELEMS	  2048u
 /** Reported link speed when the interface does not say (veth): 10 Gb/s. */
