@@ -308,8 +308,17 @@ run_ranks(rank_fn fn, void *arg)
 	struct rank_job j[MAXN];
 
 	for (unsigned int r = 0; r < N; r++) {
+		int rc;
+
 		j[r] = (struct rank_job){.fn = fn, .arg = arg, .rank = r};
-		pthread_create(&t[r], NULL, rank_thread, &j[r]);
+		/* a rank that never started would leave the others waiting for it:
+		 * say so (the process's threads may be short for a moment) */
+		for (int tries = 0;
+		     (rc = pthread_create(&t[r], NULL, rank_thread, &j[r])) == EAGAIN && tries < 50;
+		     tries++)
+			usleep(20000);
+		if (rc)
+			fail_msg("rank %u: pthread_create: %s", r, strerror(rc));
 	}
 	for (unsigned int r = 0; r < N; r++) {
 		pthread_join(t[r], NULL);
@@ -1003,7 +1012,7 @@ t_restart(void **state)
 
 	(void)state;
 	setup_comms(&default_opts);
-	pthread_create(&t, NULL, restarter, &stop);
+	assert_int_equal(pthread_create(&t, NULL, restarter, &stop), 0);
 	run_ranks(run_coll, &k);
 	atomic_store(&stop, true);
 	pthread_join(t, NULL);
@@ -1452,7 +1461,7 @@ join_manager(bool old, bool fail)
 	ec.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ec.addr.sin_port = htons(free_port());
 	assert_int_equal(ctl_endpoint_open(&ec, &FM.ep), 0);
-	pthread_create(&FM.thread, NULL, fm_main, &FM);
+	assert_int_equal(pthread_create(&FM.thread, NULL, fm_main, &FM), 0);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(ec.addr.sin_port));
 	run_ranks(run_joined, addr);
 	assert_int_equal(FM.registered, N);
