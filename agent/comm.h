@@ -83,7 +83,7 @@ struct cais_comm {
 	uint64_t innet_issued;
 	size_t threshold;
 	enum cais_path path;
-	uint64_t step; /**< managed: ag_comm_step() */
+	uint64_t step; /**< managed: the step begun last (ag_comm_step(); its only writer) */
 	LIST_HEAD(, ag_tensor) tensors;
 	struct cais_metrics m;		 /**< completions; the modules keep their own counters */
 	uint64_t hist[CMN_HIST_BUCKETS]; /**< completion times, ns */

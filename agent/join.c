@@ -313,7 +313,7 @@ report(struct cais_comm *c, struct ag_managed *m)
 	pthread_mutex_unlock(&m->lock);
 	m->last = now;
 	return json_pack("{s:s, s:i, s:I, s:o, s:I, s:I, s:I, s:I}", "job", m->job, "rank",
-			 (int)m->rank, "step", (json_int_t)m->step, "tensors", tensors,
+			 (int)m->rank, "step", (json_int_t)c->step, "tensors", tensors,
 			 "collectives", (json_int_t)(now.collectives - m->reported.collectives),
 			 "fallbacks", (json_int_t)fb, "errors",
 			 (json_int_t)(now.errors - m->reported.errors), "congested",
@@ -343,12 +343,11 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 		return -EINVAL;
 	args = json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
 			 (json_int_t)step);
-	if (m->started && step > m->step) {
+	if (m->started && step > c->step) {
 		r = report(c, m);
 		m->reported = m->last;
 	}
 	m->started = true;
-	m->step = step;
 	ag_comm_step(c, step);
 	/* the report of the step that ends rides in step.begin (E13): one round
 	 * trip a step. A lost report only costs a scale update */

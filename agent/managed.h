@@ -2,7 +2,7 @@
 /**
  * @file
  * What a communicator joined through cais-manager keeps (join.c): the
- * manager's address and key, the job, the step, and the per-tensor max |x|
+ * manager's address and key, the job, and the per-tensor max |x|
  * of the step's inputs, which cais_iallreduce() records (comm.c) and the
  * next step's report sends, so that the manager can choose the scales.
  */
@@ -28,7 +28,6 @@ struct ag_managed {
 	struct ctl_key key;
 	char job[65];
 	unsigned int rank;
-	uint64_t step;
 	bool started;		      /**< a step has begun: the next one reports it */
 	bool report_apart;	      /**< a manager before E13: reports by stats.report */
 	struct cais_metrics last;     /**< metrics at the last report */

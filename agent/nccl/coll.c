@@ -86,8 +86,7 @@ struct np_coll {
 	unsigned int rank, world; /**< libcais's */
 	unsigned int nccl_rank;
 	uint64_t issued, in_network, ring, mrs;
-	uint64_t steps;	    /**< managed: manager steps begun */
-	bool managed_steps; /**< joined through the manager: next_step() */
+	uint64_t steps; /**< manager steps begun (managed mode; 0: static) */
 	bool step_warned;
 	struct np_coll_req req[NP_COLL_REQS];
 };
@@ -375,7 +374,6 @@ create_managed(struct np_coll_handle **hs, int nranks, int rank, struct np_coll 
 		cais_comm_destroy(c->comm);
 		c->comm = NULL;
 	}
-	c->managed_steps = rc == 0;
 	c->steps = rc == 0;
 	return rc;
 }
@@ -624,7 +622,7 @@ coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count, ncclDataT
 		return ncclSuccess; /* the pool is full: NCCL tries again */
 	r->creq = NULL;
 	r->bytes = count * cais_datatype_size(dt);
-	if (c->managed_steps && c->issued && c->issued % np_conf()->step_every == 0)
+	if (c->steps && c->issued && c->issued % np_conf()->step_every == 0)
 		next_step(c);
 	if (count) {
 		rc = cais_iallreduce(c->comm, tensor_of(op), send, recv, count, dt, op, &r->creq);
