@@ -8,6 +8,8 @@
 #      (e2e.sh; needs root)
 #   3. the agent's conversions against memcpy (bench_quant)
 #   4. the numerics of the in-network path (bench_numerics)
+#   5. only when asked for (--only soak: 40 minutes) or in --quick (1 minute):
+#      small all-reduces of every dtype, op and wire under 5% loss (soak.sh)
 # Each prints its testpmd-like table and writes CSV into the output folder;
 # gnuplot draws a PNG of each. Under 10 minutes on a 2-core machine;
 # --quick is the CI smoke run (checks that every benchmark works and is
@@ -21,6 +23,8 @@ OUT="$ROOT/bench/results"
 QUICK=0
 DEPS=1
 ONLY="pipeline,e2e,quant,numerics"
+ALL="$ONLY,soak"
+only_set=0
 
 usage() {
 	cat <<EOF
@@ -36,14 +40,19 @@ builds into DIR with benchmarks enabled, then runs, in order,
   quant     bench_quant: the agent's conversions vs memcpy
   numerics  bench_numerics: error and bias of the in-network path
 and writes OUT/NAME.csv, OUT/NAME.txt (the table) and OUT/NAME.png (gnuplot).
+Not in the default list, as it takes 40 minutes:
+  soak      bench/soak.sh: all-reduces of 4 B..64 KiB, every dtype, op and
+            wire, under 5% loss both ways, every element checked, on 4 ranks
+            of the testbed (OUT/soak/: its logs and summary.txt)
 
   --quick       smoke run for CI: small sizes, short times; checks that every
                 benchmark runs and its results are right, not a speed
                 (default output then: a temporary folder, removed after);
-                e2e also runs with the switch on two lcores (e2e-lcores)
+                e2e also runs with the switch on two lcores (e2e-lcores),
+                and soak runs too, for 1 minute
   --build DIR   meson build directory (default build/)
   --out DIR     where CSV, tables and plots go (default bench/results/)
-  --only LIST   a comma-separated subset of: $ONLY
+  --only LIST   a comma-separated subset of: $ALL
   --no-deps     skip scripts/install-deps.sh
   --help        this text
 
@@ -61,7 +70,7 @@ while [ $# -gt 0 ]; do
 		case "$1" in
 		--build) BUILD=$2 ;;
 		--out) OUT=$2; out_set=1 ;;
-		--only) ONLY=$2 ;;
+		--only) ONLY=$2 only_set=1 ;;
 		esac
 		shift 2
 		;;
@@ -69,8 +78,9 @@ while [ $# -gt 0 ]; do
 	*) echo "$PROG: unknown argument '$1'; try --help" >&2; exit 2 ;;
 	esac
 done
-[[ "$ONLY" =~ ^(pipeline|e2e|quant|numerics)(,(pipeline|e2e|quant|numerics))*$ ]] ||
-	{ echo "$PROG: --only '$ONLY': a list from pipeline, e2e, quant, numerics" >&2; exit 2; }
+[[ "$ONLY" =~ ^(pipeline|e2e|quant|numerics|soak)(,(pipeline|e2e|quant|numerics|soak))*$ ]] ||
+	{ echo "$PROG: --only '$ONLY': a list from ${ALL//,/, }" >&2; exit 2; }
+[ $QUICK -eq 0 ] || [ $only_set -eq 1 ] || ONLY=$ALL
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 T0=$SECONDS
@@ -136,6 +146,13 @@ if want e2e && [ $QUICK -eq 1 ]; then
 fi
 want quant && bench quant "$BUILD/bench/bench_quant" "${q[@]}" --csv "$OUT/quant.csv"
 want numerics && bench numerics "$BUILD/bench/bench_numerics" "${q[@]}" --csv "$OUT/numerics.csv"
+if want soak; then
+	if [ $QUICK -eq 1 ]; then
+		bench soak bash "$ROOT/bench/soak.sh" --minutes 1 --iters 2 --build "$BUILD" --out "$OUT/soak"
+	else
+		bench soak bash "$ROOT/bench/soak.sh" --build "$BUILD" --out "$OUT/soak"
+	fi
+fi
 
 echo
 say "summary (CSV, tables and plots in $OUT)"
