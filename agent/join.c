@@ -25,6 +25,9 @@
 /* once per step, on the training's critical path: a manager that is not there
  * costs little (the step's tensors take the ring) */
 #define AG_STEP_MS		500
+/* a manager that did not answer is asked again after 1, 2, 4, ... steps, at
+ * most this many (cais_step_begin()) */
+#define AG_STEP_SKIP_MAX	64u
 #define AG_JOIN_POLL_US		100000
 #define AG_MAX_TENSORS_REPORTED 1024
 
@@ -341,6 +344,20 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 
 	if (!c || !(m = c->managed))
 		return -EINVAL;
+	if (m->silent && step < m->ask_at) {
+		/*
+		 * The manager did not answer lately: this step does not ask, and
+		 * goes as a step without an answer, so that a manager that is
+		 * down costs AG_STEP_MS once per up to AG_STEP_SKIP_MAX steps,
+		 * not every step. The report waits for the next request, which
+		 * covers these steps: the max |x| table keeps each tensor's
+		 * largest, the counts run on.
+		 */
+		m->started = true;
+		ag_comm_step(c, step);
+		ag_comm_offload_none(c);
+		return -EAGAIN;
+	}
 	args = json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
 			 (json_int_t)step);
 	if (m->started && step > c->step) {
@@ -370,6 +387,16 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 	}
 	json_decref(r);
 	json_decref(args);
+	if (rc == -ETIMEDOUT) {
+		uint64_t skip = m->silent < 32 ? 1ull << m->silent : AG_STEP_SKIP_MAX;
+
+		if (skip > AG_STEP_SKIP_MAX)
+			skip = AG_STEP_SKIP_MAX;
+		m->silent++;
+		m->ask_at = step + skip + 1;
+	} else {
+		m->silent = 0; /* an answer, a refusal included */
+	}
 	if (rc == 0 && (!json_is_array(offload = json_object_get(res, "offload")) ||
 			!json_is_array(scales = json_object_get(res, "scales"))))
 		rc = -EPROTO;

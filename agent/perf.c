@@ -1157,7 +1157,8 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		return false;
 	if (o->delay_ms)
 		sleep_ms(o->delay_ms);
-	if (o->manager && (rc = cais_step_begin(comm, step_no++)) != 0)
+	/* -EAGAIN: a step that does not ask, the manager having not answered lately */
+	if (o->manager && (rc = cais_step_begin(comm, step_no++)) != 0 && rc != -EAGAIN)
 		fprintf(stderr,
 			PROG ": rank %u: step %llu: the manager did not answer (%s); "
 			     "the tensors take the ring until a step's answer\n",

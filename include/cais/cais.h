@@ -273,10 +273,15 @@ int cais_tensor_register(struct cais_comm *comm, uint32_t tensor, enum cais_redo
  * all-reduce. On CAIS_PATH_AUTO a float tensor's collectives take the ring
  * (CAIS_FB_TENSOR_OFF) in the step of its first one and the next, before
  * the manager has its magnitude from every rank (docs/PROTOCOL.md E3).
- * @return 0; -EINVAL (not managed); -ETIMEDOUT (no manager); the manager's
- *         error. Without an answer the rank's tensors take the ring until a
- *         step's answer (the other ranks may have new scales: in-network
- *         sums at different scales would be wrong); the scales stay
+ * After a request the manager left unanswered, the rank asks again only
+ * after 1, 2, 4, ... steps (at most 64; one answer resets it): a manager
+ * that is down costs one request's wait (0.5 s) per up to 64 steps, not
+ * every step.
+ * @return 0; -EINVAL (not managed); -ETIMEDOUT (no manager); -EAGAIN (not
+ *         asked: the manager did not answer lately); the manager's error.
+ *         Without an answer the rank's tensors take the ring until a step's
+ *         answer (the other ranks may have new scales: in-network sums at
+ *         different scales would be wrong); the scales stay
  */
 int cais_step_begin(struct cais_comm *comm, uint64_t step);
 

@@ -1217,12 +1217,57 @@ struct fake_mgr {
 	unsigned int stats_reports; /**< of reports: those by stats.report */
 	bool old;		    /**< a manager before E13: no "report" in step.begin */
 	bool fail;		    /**< scales per step; rank 1 fails FM_FAIL_STEP */
+	bool silent;		    /**< no answer from SILENT_FROM (run_silent()) */
+	bool silenced;		    /**< silent: the silence has been kept */
+	uint64_t asked[CAIS_MAX_WORLD]; /**< the steps each rank asked for (bit s) */
 	unsigned int lcores;	  /**< job.register's answer */
 	unsigned int ports[CAIS_MAX_WORLD]; /**< each rank's job.join "ports" */
 	json_t *members;
 	uint64_t last_step;
 	double last_maxabs;
 };
+
+/*
+ * run_silent(): the manager answers no step.begin from step SILENT_FROM until
+ * every rank is in step SILENT_TO - 1; a rank asks again after 1, 2, 4, ...
+ * steps, so at SILENT_FROM, 5 and 8, and then at SILENT_TO, answered.
+ */
+#define SILENT_FROM  3u
+#define SILENT_TO    13u
+#define SILENT_STEPS 15u
+
+/* The step each rank of run_silent() is in. */
+static atomic_uint RANK_STEP[MAXN];
+
+/* The rank a request names, or CAIS_MAX_WORLD. */
+static unsigned int
+rank_of(const json_t *a)
+{
+	json_int_t r = json_integer_value(json_object_get(a, "rank"));
+
+	return r >= 0 && r < CAIS_MAX_WORLD ? (unsigned int)r : CAIS_MAX_WORLD;
+}
+
+/*
+ * The manager's thread stops until every rank is in step SILENT_TO - 1 (60 s
+ * at most): the requests meanwhile wait in its socket, and their answers,
+ * when it goes on, find no one waiting.
+ */
+static void
+fm_keep_silent(void)
+{
+	for (unsigned int ms = 0; ms < 60000; ms++) {
+		unsigned int r;
+
+		for (r = 0; r < N && atomic_load(&RANK_STEP[r]) >= SILENT_TO - 1; r++)
+			;
+		if (r == N)
+			return;
+		usleep(1000);
+	}
+	print_message("the silent manager: the ranks did not reach step %u in 60 s\n",
+		      SILENT_TO - 1);
+}
 
 /* A step's report, by stats.report or in step.begin (E13). */
 static void
@@ -1287,6 +1332,14 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		const json_t *r = json_object_get(a, "report");
 
 		f->step_calls++;
+		if (rank_of(a) < CAIS_MAX_WORLD && step < 64)
+			f->asked[rank_of(a)] |= 1ull << step;
+		if (f->silent && step == SILENT_FROM && !f->silenced) {
+			f->silenced = true;
+			pthread_mutex_unlock(&f->lock);
+			fm_keep_silent();
+			pthread_mutex_lock(&f->lock);
+		}
 		if (f->fail && step == FM_FAIL_STEP &&
 		    json_integer_value(json_object_get(a, "rank")) == 1) {
 			pthread_mutex_unlock(&f->lock);
@@ -1312,7 +1365,8 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		 * switch. fail: always on it, at 2048 x 2^step */
 		json_object_set_new(res, "step", json_integer((json_int_t)step));
 		json_object_set_new(res, "offload",
-				    step % 2 && !f->fail ? json_array() : json_pack("[i]", 1));
+				    step % 2 && !f->fail && !f->silent ? json_array()
+								       : json_pack("[i]", 1));
 		json_object_set_new(res, "scales",
 				    json_pack("[{s:i, s:f}]", "tensor", 1, "scale",
 					      f->fail ? ldexp(2048.0, (int)step) : 2048.0));
@@ -1361,10 +1415,11 @@ int32_first(struct cais_comm *c)
 	return rc;
 }
 
+/* Rank `rank` joins job-a through the manager at addr into COMM[rank]. @return rc */
 static int
-run_joined(unsigned int rank, void *arg)
+join_job(unsigned int rank, const char *addr)
 {
-	struct cais_join j = {.manager = arg,
+	struct cais_join j = {.manager = addr,
 			      .job = "job-a",
 			      .tenant = "team-b",
 			      .rank = rank,
@@ -1374,7 +1429,6 @@ run_joined(unsigned int rank, void *arg)
 			       * under ASan saw rank 0 wait 10 s; not reproduced) */
 			      .timeout_ms = 30000};
 	struct cais_config tmpl;
-	float *b = malloc(5000 * sizeof(float));
 	cpu_set_t cpus;
 	int rc;
 
@@ -1392,11 +1446,20 @@ run_joined(unsigned int rank, void *arg)
 	tmpl.threshold = 0;
 	tmpl.check_every = 0;
 	rc = cais_comm_join(&j, &tmpl, &COMM[rank]);
-	if (rc) {
+	if (rc)
 		print_message("rank %u: cais_comm_join: %d\n", rank, rc);
-		free(b);
+	return rc;
+}
+
+static int
+run_joined(unsigned int rank, void *arg)
+{
+	float *b;
+	int rc = join_job(rank, arg);
+
+	if (rc)
 		return rc;
-	}
+	b = malloc(5000 * sizeof(float));
 	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < FM_STEPS && rc == 0; step++) {
 		struct cais_request *req;
@@ -1441,11 +1504,14 @@ run_joined(unsigned int rank, void *arg)
  * manager before E13 (`old`: it refuses the field), by stats.report after
  * the first refusal.
  */
+/*
+ * Four ranks, the fake switch, and the fake manager FM (set to `old`, `fail`
+ * or `silent`) on its thread; addr: the manager's address.
+ */
 static void
-join_manager(bool old, bool fail)
+fm_start(bool old, bool fail, bool silent, char addr[64])
 {
 	struct ctl_endpoint_conf ec = {.handler = fm_handle, .handler_ctx = &FM};
-	char addr[64];
 
 	N = 4;
 	SW = fs_start(N, 64);
@@ -1453,6 +1519,7 @@ join_manager(bool old, bool fail)
 	memset(&FM, 0, sizeof(FM));
 	FM.old = old;
 	FM.fail = fail;
+	FM.silent = silent;
 	/* a switch of 4 lcores: each rank's flows at least 4, a multiple of it */
 	FM.lcores = 4;
 	pthread_mutex_init(&FM.lock, NULL);
@@ -1462,7 +1529,25 @@ join_manager(bool old, bool fail)
 	ec.addr.sin_port = htons(free_port());
 	assert_int_equal(ctl_endpoint_open(&ec, &FM.ep), 0);
 	assert_int_equal(pthread_create(&FM.thread, NULL, fm_main, &FM), 0);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(ec.addr.sin_port));
+	snprintf(addr, 64, "127.0.0.1:%u", ntohs(ec.addr.sin_port));
+}
+
+static void
+fm_stop(void)
+{
+	atomic_store(&FM.stop, true);
+	pthread_join(FM.thread, NULL);
+	ctl_endpoint_close(FM.ep);
+	json_decref(FM.members);
+	teardown_comms();
+}
+
+static void
+join_manager(bool old, bool fail)
+{
+	char addr[64];
+
+	fm_start(old, fail, false, addr);
 	run_ranks(run_joined, addr);
 	assert_int_equal(FM.registered, N);
 	assert_int_equal(FM.joined, N);
@@ -1482,11 +1567,7 @@ join_manager(bool old, bool fail)
 		assert_int_equal(FM.step_calls, FM_STEPS * N);
 		assert_int_equal(FM.stats_reports, 0);
 	}
-	atomic_store(&FM.stop, true);
-	pthread_join(FM.thread, NULL);
-	ctl_endpoint_close(FM.ep);
-	json_decref(FM.members);
-	teardown_comms();
+	fm_stop();
 }
 
 static void
@@ -1514,6 +1595,88 @@ t_join_manager_step_fails(void **state)
 {
 	(void)state;
 	join_manager(false, true);
+}
+
+/*
+ * The steps of run_silent(): cais_step_begin's rc (the manager answers
+ * none from SILENT_FROM; asked at 3, 5 and 8, not at the steps between),
+ * and whether tensor 1 goes to the switch (the ring in its first two steps,
+ * and without an answer).
+ */
+static int
+silent_rc(unsigned int step)
+{
+	if (step < SILENT_FROM || step >= SILENT_TO)
+		return 0;
+	return step == 3 || step == 5 || step == 8 ? -ETIMEDOUT : -EAGAIN;
+}
+
+static int
+run_silent(unsigned int rank, void *arg)
+{
+	float *b;
+	int rc = join_job(rank, arg);
+
+	if (rc)
+		return rc;
+	b = malloc(5000 * sizeof(float));
+	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
+	for (unsigned int step = 0; step < SILENT_STEPS && rc == 0; step++) {
+		struct cais_request *req;
+		struct cais_status st;
+		bool innet = step == 2 || step >= SILENT_TO;
+		int src;
+
+		atomic_store(&RANK_STEP[rank], step);
+		src = cais_step_begin(COMM[rank], step);
+		if (src != silent_rc(step)) {
+			print_message("rank %u: step %u: cais_step_begin %d, want %d\n", rank, step,
+				      src, silent_rc(step));
+			rc = -1006;
+		}
+		fill(b, CAIS_FLOAT32, rank, 5000, step);
+		if (rc == 0)
+			rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM,
+					     &req);
+		if (rc == 0)
+			rc = cais_wait_status(req, &st);
+		if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
+			rc = -1000;
+		if (rc == 0 && st.path != (innet ? CAIS_PATH_SWITCH : CAIS_PATH_RING))
+			rc = -1001;
+		if (rc)
+			print_message("rank %u: step %u: %d\n", rank, step, rc);
+	}
+	free(b);
+	return rc;
+}
+
+/*
+ * The manager stops answering at step 3 and is back by step 13: each rank
+ * asks at 3, 5 and 8 (each 0.5 s without an answer), not at the steps
+ * between, nor at 9-12 (AG_STEP_SKIP_MAX: a manager that is down costs one
+ * wait per up to 64 steps, not one per step); at 13 it asks and is answered,
+ * and tensor 1 is back on the switch. Every result right, on the ring while
+ * there is no answer.
+ */
+static void
+t_join_manager_silent(void **state)
+{
+	const uint64_t want = 1ull << 0 | 1ull << 1 | 1ull << 2 | 1ull << 3 | 1ull << 5 |
+			      1ull << 8 | 1ull << 13 | 1ull << 14;
+	char addr[64];
+
+	(void)state;
+	for (unsigned int r = 0; r < MAXN; r++)
+		atomic_store(&RANK_STEP[r], 0);
+	fm_start(false, false, true, addr);
+	run_ranks(run_silent, addr);
+	assert_true(FM.silenced);
+	for (unsigned int r = 0; r < N; r++)
+		if (FM.asked[r] != want)
+			fail_msg("rank %u asked for the steps %#llx, want %#llx", r,
+				 (unsigned long long)FM.asked[r], (unsigned long long)want);
+	fm_stop();
 }
 
 /* Did each rank's flows i send to stripe i mod 2 only (their ports p + i)? */
@@ -1650,6 +1813,7 @@ main(void)
 	    cmocka_unit_test(t_stripes),
 	    cmocka_unit_test(t_join_manager_old),
 	    cmocka_unit_test(t_join_manager_step_fails),
+	    cmocka_unit_test(t_join_manager_silent),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
