@@ -1451,6 +1451,28 @@ join_job(unsigned int rank, const char *addr)
 	return rc;
 }
 
+/*
+ * Step `step`'s all-reduce of tensor 1 (5000 floats in b) on COMM[rank]: its
+ * result right (scale 2048), and on the switch if innet, else on the ring.
+ * @return rc
+ */
+static int
+step_allreduce(unsigned int rank, float *b, unsigned int step, bool innet, struct cais_status *st)
+{
+	struct cais_request *req;
+	int rc;
+
+	fill(b, CAIS_FLOAT32, rank, 5000, step);
+	rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM, &req);
+	if (rc == 0)
+		rc = cais_wait_status(req, st);
+	if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
+		rc = -1000;
+	if (rc == 0 && st->path != (innet ? CAIS_PATH_SWITCH : CAIS_PATH_RING))
+		rc = -1001;
+	return rc;
+}
+
 static int
 run_joined(unsigned int rank, void *arg)
 {
@@ -1462,30 +1484,20 @@ run_joined(unsigned int rank, void *arg)
 	b = malloc(5000 * sizeof(float));
 	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < FM_STEPS && rc == 0; step++) {
-		struct cais_request *req;
 		struct cais_status st;
-		bool innet;
+		/* the ring in the tensor's first two steps, whatever the manager's
+		 * list; then the list decides, the same on every rank (fail: on
+		 * the switch but at FM_FAIL_STEP, where rank 1 had no answer and
+		 * took the ring, and the others with it) */
+		bool innet = step >= 2 && (FM.fail ? step != FM_FAIL_STEP : step % 2 == 0);
 
 		rc = cais_step_begin(COMM[rank], step);
 		if (FM.fail && rank == 1 && step == FM_FAIL_STEP)
 			rc = rc ? 0 : -1002; /* it must fail; the step goes on */
 		if (rc == 0 && step == 0)
 			rc = int32_first(COMM[rank]);
-		fill(b, CAIS_FLOAT32, rank, 5000, step);
 		if (rc == 0)
-			rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM,
-					     &req);
-		if (rc == 0)
-			rc = cais_wait_status(req, &st);
-		if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
-			rc = -1000;
-		/* the ring in the tensor's first two steps, whatever the manager's
-		 * list; then the list decides, the same on every rank (fail: on
-		 * the switch but at FM_FAIL_STEP, where rank 1 had no answer and
-		 * took the ring, and the others with it) */
-		innet = step >= 2 && (FM.fail ? step != FM_FAIL_STEP : step % 2 == 0);
-		if (rc == 0 && st.path != (innet ? CAIS_PATH_SWITCH : CAIS_PATH_RING))
-			rc = -1001;
+			rc = step_allreduce(rank, b, step, innet, &st);
 		if (rc == 0 && !innet && st.fallback != CAIS_FB_TENSOR_OFF &&
 		    !(FM.fail && step == FM_FAIL_STEP))
 			rc = -1003;
@@ -1496,14 +1508,6 @@ run_joined(unsigned int rank, void *arg)
 	return rc;
 }
 
-/*
- * Four ranks join a job through a (fake) manager and run FM_STEPS steps:
- * tensor 1 on the ring in its first two steps, then where the manager's
- * list says (int32 on the switch from the first). Every step's report
- * reaches the manager: in step.begin (one request a step), or, from a
- * manager before E13 (`old`: it refuses the field), by stats.report after
- * the first refusal.
- */
 /*
  * Four ranks, the fake switch, and the fake manager FM (set to `old`, `fail`
  * or `silent`) on its thread; addr: the manager's address.
@@ -1542,6 +1546,14 @@ fm_stop(void)
 	teardown_comms();
 }
 
+/*
+ * Four ranks join a job through a (fake) manager and run FM_STEPS steps:
+ * tensor 1 on the ring in its first two steps, then where the manager's
+ * list says (int32 on the switch from the first). Every step's report
+ * reaches the manager: in step.begin (one request a step), or, from a
+ * manager before E13 (`old`: it refuses the field), by stats.report after
+ * the first refusal.
+ */
 static void
 join_manager(bool old, bool fail)
 {
@@ -1622,9 +1634,7 @@ run_silent(unsigned int rank, void *arg)
 	b = malloc(5000 * sizeof(float));
 	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < SILENT_STEPS && rc == 0; step++) {
-		struct cais_request *req;
 		struct cais_status st;
-		bool innet = step == 2 || step >= SILENT_TO;
 		int src;
 
 		atomic_store(&RANK_STEP[rank], step);
@@ -1634,16 +1644,8 @@ run_silent(unsigned int rank, void *arg)
 				      src, silent_rc(step));
 			rc = -1006;
 		}
-		fill(b, CAIS_FLOAT32, rank, 5000, step);
 		if (rc == 0)
-			rc = cais_iallreduce(COMM[rank], 1, b, b, 5000, CAIS_FLOAT32, CAIS_OP_SUM,
-					     &req);
-		if (rc == 0)
-			rc = cais_wait_status(req, &st);
-		if (rc == 0 && check(b, CAIS_FLOAT32, CAIS_OP_SUM, 5000, step, 2048))
-			rc = -1000;
-		if (rc == 0 && st.path != (innet ? CAIS_PATH_SWITCH : CAIS_PATH_RING))
-			rc = -1001;
+			rc = step_allreduce(rank, b, step, step == 2 || step >= SILENT_TO, &st);
 		if (rc)
 			print_message("rank %u: step %u: %d\n", rank, step, rc);
 	}
