@@ -1415,7 +1415,10 @@ int32_first(struct cais_comm *c)
 	return rc;
 }
 
-/* Rank `rank` joins job-a through the manager at addr into COMM[rank]. @return rc */
+/*
+ * Rank `rank` joins job-a through the manager at addr into COMM[rank] and
+ * registers tensor 1 (sum, float32). @return rc
+ */
 static int
 join_job(unsigned int rank, const char *addr)
 {
@@ -1446,9 +1449,11 @@ join_job(unsigned int rank, const char *addr)
 	tmpl.threshold = 0;
 	tmpl.check_every = 0;
 	rc = cais_comm_join(&j, &tmpl, &COMM[rank]);
-	if (rc)
+	if (rc) {
 		print_message("rank %u: cais_comm_join: %d\n", rank, rc);
-	return rc;
+		return rc;
+	}
+	return cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 }
 
 /*
@@ -1482,7 +1487,6 @@ run_joined(unsigned int rank, void *arg)
 	if (rc)
 		return rc;
 	b = malloc(5000 * sizeof(float));
-	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < FM_STEPS && rc == 0; step++) {
 		struct cais_status st;
 		/* the ring in the tensor's first two steps, whatever the manager's
@@ -1632,7 +1636,6 @@ run_silent(unsigned int rank, void *arg)
 	if (rc)
 		return rc;
 	b = malloc(5000 * sizeof(float));
-	rc = cais_tensor_register(COMM[rank], 1, CAIS_OP_SUM, CAIS_FLOAT32);
 	for (unsigned int step = 0; step < SILENT_STEPS && rc == 0; step++) {
 		struct cais_status st;
 		int src;
