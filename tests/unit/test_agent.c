@@ -1362,7 +1362,8 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		}
 		f->last_step = step;
 		/* even steps: tensor 1 on the switch at scale 2048; odd: off the
-		 * switch. fail: always on it, at 2048 x 2^step */
+		 * switch. fail: always on it, at 2048 x 2^step; silent: always on
+		 * it, at 2048 */
 		json_object_set_new(res, "step", json_integer((json_int_t)step));
 		json_object_set_new(res, "offload",
 				    step % 2 && !f->fail && !f->silent ? json_array()
