@@ -43,7 +43,8 @@ and writes OUT/NAME.csv, OUT/NAME.txt (the table) and OUT/NAME.png (gnuplot).
 Not in the default list, as it takes 40 minutes:
   soak      bench/soak.sh: all-reduces of 4 B..64 KiB, every dtype, op and
             wire, under 5% loss both ways, every element checked, on 4 ranks
-            of the testbed (OUT/soak/: its logs and summary.txt)
+            of the testbed (its lines and totals in OUT/soak.txt; the runs'
+            logs, some 50 MB, are kept only when a run fails)
 
   --quick       smoke run for CI: small sizes, short times; checks that every
                 benchmark runs and its results are right, not a speed
@@ -148,9 +149,9 @@ want quant && bench quant "$BUILD/bench/bench_quant" "${q[@]}" --csv "$OUT/quant
 want numerics && bench numerics "$BUILD/bench/bench_numerics" "${q[@]}" --csv "$OUT/numerics.csv"
 if want soak; then
 	if [ $QUICK -eq 1 ]; then
-		bench soak bash "$ROOT/bench/soak.sh" --minutes 1 --iters 2 --build "$BUILD" --out "$OUT/soak"
+		bench soak bash "$ROOT/bench/soak.sh" --minutes 1 --iters 2 --build "$BUILD"
 	else
-		bench soak bash "$ROOT/bench/soak.sh" --build "$BUILD" --out "$OUT/soak"
+		bench soak bash "$ROOT/bench/soak.sh" --build "$BUILD"
 	fi
 fi
 
