@@ -340,32 +340,32 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 	json_t *res = NULL, *r = NULL, *args, *offload = NULL, *scales = NULL, *v;
 	struct ctl_err err;
 	size_t i;
+	bool ask;
 	int rc;
 
 	if (!c || !(m = c->managed))
 		return -EINVAL;
-	if (m->silent && step < m->ask_at) {
-		/*
-		 * The manager did not answer lately: this step does not ask, and
-		 * goes as a step without an answer, so that a manager that is
-		 * down costs AG_STEP_MS once per up to AG_STEP_SKIP_MAX steps,
-		 * not every step. The report waits for the next request, which
-		 * covers these steps: the max |x| table keeps each tensor's
-		 * largest, the counts run on.
-		 */
-		m->started = true;
-		ag_comm_step(c, step);
-		ag_comm_offload_none(c);
-		return -EAGAIN;
-	}
-	args = json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
-			 (json_int_t)step);
-	if (m->started && step > c->step) {
+	/*
+	 * The manager did not answer lately (m->skip): this step does not ask,
+	 * and goes as a step without an answer, so that a manager that is down
+	 * costs AG_STEP_MS once per up to AG_STEP_SKIP_MAX steps, not every
+	 * step. The report waits for the next request, which covers these
+	 * steps: the max |x| table keeps each tensor's largest, the counts run
+	 * on.
+	 */
+	ask = !m->skip || step >= m->ask_at;
+	if (ask && m->started && step > c->step) {
 		r = report(c, m);
 		m->reported = m->last;
 	}
 	m->started = true;
 	ag_comm_step(c, step);
+	if (!ask) {
+		ag_comm_offload_none(c);
+		return -EAGAIN;
+	}
+	args = json_pack("{s:s, s:i, s:I}", "job", m->job, "rank", (int)m->rank, "step",
+			 (json_int_t)step);
 	/* the report of the step that ends rides in step.begin (E13): one round
 	 * trip a step. A lost report only costs a scale update */
 	if (r && m->report_apart)
@@ -388,14 +388,12 @@ cais_step_begin(struct cais_comm *c, uint64_t step)
 	json_decref(r);
 	json_decref(args);
 	if (rc == -ETIMEDOUT) {
-		uint64_t skip = m->silent < 32 ? 1ull << m->silent : AG_STEP_SKIP_MAX;
-
-		if (skip > AG_STEP_SKIP_MAX)
-			skip = AG_STEP_SKIP_MAX;
-		m->silent++;
-		m->ask_at = step + skip + 1;
+		m->skip = m->skip ? 2 * m->skip : 1;
+		if (m->skip > AG_STEP_SKIP_MAX)
+			m->skip = AG_STEP_SKIP_MAX;
+		m->ask_at = step + m->skip + 1;
 	} else {
-		m->silent = 0; /* an answer, a refusal included */
+		m->skip = 0; /* an answer, a refusal included */
 	}
 	if (rc == 0 && (!json_is_array(offload = json_object_get(res, "offload")) ||
 			!json_is_array(scales = json_object_get(res, "scales"))))

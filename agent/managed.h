@@ -30,8 +30,8 @@ struct ag_managed {
 	unsigned int rank;
 	bool started;		      /**< a step has begun: the next one reports it */
 	bool report_apart;	      /**< a manager before E13: reports by stats.report */
-	unsigned int silent;	      /**< step.begin requests in a row left unanswered */
-	uint64_t ask_at;	      /**< while silent: the first step that asks again */
+	uint64_t skip;		      /**< after no answer: steps not to ask; 0: none */
+	uint64_t ask_at;	      /**< while skip: the first step that asks again */
 	struct cais_metrics last;     /**< metrics at the last report */
 	struct cais_metrics reported; /**< ... as reported */
 	pthread_mutex_t lock;	      /**< the max |x| table: API threads write, the report reads */

@@ -1294,11 +1294,11 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 		json_object_set_new(res, "lcores", json_integer(f->lcores));
 	} else if (!strcmp(cmd, "job.join") || !strcmp(cmd, "job.status")) {
 		if (!strcmp(cmd, "job.join")) {
-			json_int_t r = json_integer_value(json_object_get(a, "rank"));
+			unsigned int r = rank_of(a);
 
 			/* a join sent again (its answer was late) counts once, as the
 			 * manager's does */
-			if (r >= 0 && r < CAIS_MAX_WORLD && !f->ports[r]) {
+			if (r < CAIS_MAX_WORLD && !f->ports[r]) {
 				f->ports[r] = (unsigned int)json_integer_value(
 				    json_object_get(a, "ports"));
 				json_array_append_new(f->members,
@@ -1330,18 +1330,18 @@ fm_handle(void *ctx, const json_t *req, json_t *res, struct ctl_err *err)
 	} else if (!strcmp(cmd, "step.begin")) {
 		uint64_t step = (uint64_t)json_integer_value(json_object_get(a, "step"));
 		const json_t *r = json_object_get(a, "report");
+		unsigned int rank = rank_of(a);
 
 		f->step_calls++;
-		if (rank_of(a) < CAIS_MAX_WORLD && step < 64)
-			f->asked[rank_of(a)] |= 1ull << step;
+		if (rank < CAIS_MAX_WORLD && step < 64)
+			f->asked[rank] |= 1ull << step;
 		if (f->silent && step == SILENT_FROM && !f->silenced) {
 			f->silenced = true;
 			pthread_mutex_unlock(&f->lock);
 			fm_keep_silent();
 			pthread_mutex_lock(&f->lock);
 		}
-		if (f->fail && step == FM_FAIL_STEP &&
-		    json_integer_value(json_object_get(a, "rank")) == 1) {
+		if (f->fail && step == FM_FAIL_STEP && rank == 1) {
 			pthread_mutex_unlock(&f->lock);
 			return ctl_fail(err, EIO, "the store failed (injected)");
 		}
