@@ -7,6 +7,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,6 +17,10 @@
 #include <sys/uio.h>
 
 #include "peer.h"
+
+#ifndef TCP_RTO_MIN_US
+#define TCP_RTO_MIN_US 45 /* Linux 6.15 uapi; glibc's headers may predate it */
+#endif
 
 /** Connection kinds (the flags of HELLO). */
 enum ag_conn_kind { AG_CONN_NEW = 0, AG_CONN_CTL = 1, AG_CONN_RING = 2 };
@@ -53,6 +58,7 @@ struct ag_peers {
 	unsigned int rank, world;
 	struct sockaddr_in *addrs;
 	uint32_t max_payload;
+	int rto_min_us; /**< TCP_RTO_MIN_US of every connection (0: the kernel's) */
 	struct ag_peer_handler h;
 	uint64_t now;
 	int listen_fd;
@@ -118,6 +124,37 @@ conn_free(struct ag_conn *k)
 }
 
 int
+ag_tcp_rto_min_conf(void)
+{
+	const char *v = getenv(AG_RTO_MIN_ENV);
+	char *end;
+	unsigned long us;
+
+	if (!v)
+		return AG_RTO_MIN_US;
+	errno = 0;
+	us = strtoul(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || us > 1000000) {
+		fprintf(stderr,
+			"libcais: %s='%s' is not a number of microseconds in 0..1000000; "
+			"%u instead\n",
+			AG_RTO_MIN_ENV, v, AG_RTO_MIN_US);
+		return AG_RTO_MIN_US;
+	}
+	return (int)us;
+}
+
+void
+ag_tcp_tune(int fd, int rto_min_us)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (rto_min_us)
+		setsockopt(fd, IPPROTO_TCP, TCP_RTO_MIN_US, &rto_min_us, sizeof(rto_min_us));
+}
+
+int
 ag_peers_open(struct ag_peers **out, unsigned int rank, unsigned int world,
 	      const struct sockaddr_in *addrs, uint32_t max_payload,
 	      const struct ag_peer_handler *h)
@@ -132,6 +169,7 @@ ag_peers_open(struct ag_peers **out, unsigned int rank, unsigned int world,
 	p->max_payload = max_payload;
 	p->h = *h;
 	p->listen_fd = -1;
+	p->rto_min_us = ag_tcp_rto_min_conf();
 	p->addrs = calloc(world, sizeof(*p->addrs));
 	p->ctl = calloc(world, sizeof(*p->ctl));
 	if (!p->addrs || !p->ctl) {
@@ -211,7 +249,7 @@ conn_connect(struct ag_peers *p, struct ag_conn *k)
 {
 	struct sockaddr_in src = p->addrs[p->rank];
 	struct ag_out *head = STAILQ_FIRST(&k->outq);
-	int fd, one = 1;
+	int fd;
 
 	if (!head || head->h.type != AG_HELLO || head->done) {
 		struct ag_out *hello = calloc(1, sizeof(*hello));
@@ -233,7 +271,7 @@ conn_connect(struct ag_peers *p, struct ag_conn *k)
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ag_tcp_tune(fd, p->rto_min_us);
 	/* from this rank's data address, so the traffic takes the data network */
 	src.sin_port = 0;
 	bind(fd, (const struct sockaddr *)&src, sizeof(src));
@@ -437,12 +475,12 @@ accept_new(struct ag_peers *p)
 		return;
 	p->listen_ready = false;
 	for (;;) {
-		int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+		int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct ag_conn *k, **a;
 
 		if (fd < 0)
 			return;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ag_tcp_tune(fd, p->rto_min_us);
 		a = realloc(p->accepted, (p->n_accepted + 1) * sizeof(*a));
 		k = a ? conn_new(p, fd, -1, AG_CONN_NEW, false) : NULL;
 		if (a)

@@ -33,6 +33,17 @@
  */
 #define AG_CONNECT_SYN_US   100000u
 #define AG_CONNECT_RESTARTS 3u
+/**
+ * The ranks' TCP (this channel, the NCCL plugin's ncclNet) sends a lost
+ * segment again after at least this long instead of Linux's 200 ms
+ * (TCP_RTO_MIN_US, Linux 6.15 and later; older kernels keep their own, and
+ * a route's rto_min still applies): one lost segment of the ring (the
+ * fallback, which runs when the network is at its worst) would otherwise
+ * stall every rank for 200 ms. AG_RTO_MIN_ENV in the environment sets
+ * another floor in us, 0 for the kernel's (ag_tcp_rto_min_conf()).
+ */
+#define AG_RTO_MIN_US	    5000u
+#define AG_RTO_MIN_ENV	    "CAIS_TCP_RTO_MIN_US"
 /** Ring data moves in messages of at most this many bytes (bounded receive buffers). */
 #define AG_RING_PIECE	    (256u << 10)
 
@@ -82,6 +93,20 @@ struct ag_peer_handler {
 };
 
 struct ag_peers;
+
+/**
+ * The ranks' TCP retransmission floor in us: AG_RTO_MIN_ENV's value, else
+ * AG_RTO_MIN_US; 0 for the kernel's own. A value that is not a number of
+ * us in 0..1000000 is said on stderr and AG_RTO_MIN_US taken instead.
+ */
+int ag_tcp_rto_min_conf(void);
+
+/**
+ * A TCP socket between ranks: no Nagle (small control messages), and the
+ * retransmission floor rto_min_us unless 0 (a kernel without
+ * TCP_RTO_MIN_US keeps its own).
+ */
+void ag_tcp_tune(int fd, int rto_min_us);
 
 /**
  * Listen on this rank's data address (TCP).

@@ -16,7 +16,12 @@
 # that stayed in-network.
 #
 #   bench/ring_loss.sh [--ranks N] [--lcores L] [--loss P] [--iters K] [--way W] [--build DIR]
-#                            (default 8, 2, 5, 8, ring, build/; needs root)
+#                      [--route-rto-min T]
+#                            (default 8, 2, 5, 8, ring, build/, 5ms; needs root)
+# --route-rto-min: the hosts' routes' rto_min (ip route ... rto_min T), or
+#   "kernel" to leave them at Linux's 200 ms, which libcais then lowers per
+#   socket where the kernel has TCP_RTO_MIN_US (CAIS_TCP_RTO_MIN_US=0 in the
+#   environment: it does not)
 set -euo pipefail
 # shellcheck disable=SC2034 # scripts/lib/cli.sh's messages name it
 PROG=ring_loss.sh
@@ -25,7 +30,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/lib/switch.sh"
 # shellcheck source=../scripts/lib/cli.sh
 . "$ROOT/scripts/lib/cli.sh"
-N=8 LCORES=2 LOSS=5 ITERS=8 WAY=ring BUILD="$ROOT/build"
+N=8 LCORES=2 LOSS=5 ITERS=8 WAY=ring BUILD="$ROOT/build" RTO=5ms
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -36,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--iters) ITERS=${2:-} && shift ;;
 	--way) WAY=${2:-} && shift ;;
 	--build) BUILD=${2:-} && shift ;;
+	--route-rto-min) RTO=${2:-} && shift ;;
 	*) cli_unknown "$1" ;;
 	esac
 	shift
@@ -45,6 +51,7 @@ done
 [ "$LCORES" -le "$(nproc)" ] || die "--lcores $LCORES: this machine has $(nproc) CPUs"
 [[ "$LOSS" =~ ^[0-9]{1,2}$ ]] && [ "$LOSS" -le 25 ] || die "--loss '$LOSS': a percentage, 0..25"
 [[ "$ITERS" =~ ^[0-9]{1,3}$ ]] && [ "$ITERS" -ge 1 ] || die "--iters '$ITERS': 1..999"
+[[ "$RTO" =~ ^[0-9]{1,4}ms$ || "$RTO" == kernel ]] || die "--route-rto-min '$RTO': like 5ms, or kernel"
 case $WAY in
 ring) WAY_ARGS=(--path ring) ;;
 fixed32) WAY_ARGS=(--path auto --threshold 0 --wire fixed32 --tensor 1 --scale 1024) ;;
@@ -68,11 +75,11 @@ cleanup() {
 trap cleanup EXIT
 say() { echo "[ring_loss $(date +%T)] $*"; }
 
-say "$N hosts, cais-switch with $LCORES lcore(s), $LOSS% loss both ways, $ITERS iterations of 1, 2, 4 MiB (bf16, ${WAY_ARGS[*]})"
+say "$N hosts, cais-switch with $LCORES lcore(s), $LOSS% loss both ways, $ITERS iterations of 1, 2, 4 MiB (bf16, ${WAY_ARGS[*]}); routes' rto_min $RTO, CAIS_TCP_RTO_MIN_US ${CAIS_TCP_RTO_MIN_US-unset}"
 bash "$ROOT/scripts/testbed.sh" up --name "$NAME" --hosts "$N" --mtu 9000 >"$WORK/testbed.log" 2>&1 ||
 	{ cat "$WORK/testbed.log" >&2; die "testbed up"; }
 eval "$(bash "$ROOT/scripts/testbed.sh" env --name "$NAME")"
-cb_host_loss "$N" "$LOSS" || die "the hosts' loss rules"
+cb_host_loss "$N" "$LOSS" "$RTO" || die "the hosts' loss rules"
 cb_members "$N" 47000
 SW_LOSS=()
 [ "$LOSS" -eq 0 ] || SW_LOSS=(--rx-loss "$LOSS")

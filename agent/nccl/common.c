@@ -20,6 +20,7 @@
 
 #include <cais/cais.h>
 
+#include "../peer.h"
 #include "cmn_addr.h"
 #include "plugin.h"
 
@@ -152,6 +153,7 @@ read_conf(void)
 			NP_STEP_EVERY);
 		conf.step_every = NP_STEP_EVERY;
 	}
+	conf.rto_min_us = ag_tcp_rto_min_conf();
 	conf.threads = 1;
 	env_u32("CAIS_THREADS", NP_MAX_THREADS, &conf.threads);
 	if (conf.threads == 0 || (conf.threads & (conf.threads - 1)) ||

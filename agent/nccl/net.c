@@ -93,9 +93,9 @@ struct np_net_ctx {
 static void
 tune_socket(int fd)
 {
-	int one = 1, buf = NP_SOCK_BUF_BYTES;
+	int buf = NP_SOCK_BUF_BYTES;
 
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ag_tcp_tune(fd, np_conf()->rto_min_us);
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }

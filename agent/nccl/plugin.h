@@ -95,6 +95,7 @@ struct np_conf {
 	uint32_t retx_us;     /**< CAIS_RETX_US */
 	uint32_t check_every; /**< CAIS_CHECK_EVERY */
 	uint32_t step_every;  /**< CAIS_STEP_EVERY: managed, CollNet collectives a step, >= 1 */
+	int rto_min_us;	      /**< CAIS_TCP_RTO_MIN_US: ncclNet's TCP floor (peer.h) */
 	bool test_fail_probe; /**< CAIS_NCCL_TEST_FAIL=probe: this rank's probe counts as
 			       * failed (tests of the agreement; docs/NCCL.md) */
 };

@@ -27,10 +27,11 @@
 #                                 session 1 of the N members of CB_MEMBERS,
 #                                 loss_hints on; tensor 1 FIXED32 at SCALE,
 #                                 tensor 2 BLOCK16
-#   cb_host_loss N P           -> each of the N hosts drops P% of its IP input
-#                                 (nftables; none for 0) and gets rto_min 5 ms on
-#                                 its route to the data network; returns 1
-#                                 (with the reason on stderr) on failure
+#   cb_host_loss N P [RTO]     -> each of the N hosts drops P% of its IP input
+#                                 (nftables; none for 0) and gets rto_min RTO
+#                                 (default 5ms; "kernel": the route left as it
+#                                 is) on its route to the data network; returns
+#                                 1 (with the reason on stderr) on failure
 #   cb_to_bytes B              -> B with an optional K/M suffix, in bytes
 #   cb_human BYTES             -> 128K, 64M (or the number)
 #   cb_skip, cb_need_root_and  -> for test scripts: see below
@@ -85,7 +86,7 @@ JSON
 }
 
 cb_host_loss() {
-	local i ns route
+	local i ns route rto=${3:-5ms}
 	for ((i = 1; i <= $1; i++)); do
 		ns=$(eval "echo \$TB_NS_$i")
 		if [ "$2" -gt 0 ]; then # the table goes with the namespace
@@ -98,9 +99,12 @@ NFT
 		# a lost TCP segment costs Linux's minimum RTO, 200 ms: the line-ups
 		# before each iteration (TCP) would start the ranks that far apart,
 		# and that, not the collective, would be what the times measure
+		# (libcais sets its own floor per socket where Linux has
+		# TCP_RTO_MIN_US; gloo and MPI rely on this)
+		[ "$rto" != kernel ] || continue
 		route=$(ip netns exec "$ns" ip -4 route show dev eth0 scope link | head -n 1)
 		# shellcheck disable=SC2086 # the route is words: the command's arguments
-		[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min 5ms ||
+		[ -n "$route" ] && ip netns exec "$ns" ip route change $route dev eth0 rto_min "$rto" ||
 			{ echo "host $i: rto_min on its route to the data network" >&2 && return 1; }
 	done
 	return 0

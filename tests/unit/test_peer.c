@@ -6,6 +6,9 @@
  * listener's accept queue is full (backlog 0 and one connection not
  * accepted), so the kernel drops the channel's SYNs; the test frees it at
  * 150 ms, and the channel's fresh SYN at 100 + 200 ms gets through.
+ * And the ranks' TCP retransmission floor (AG_RTO_MIN_US, or
+ * AG_RTO_MIN_ENV's value) on the channel's outbound and accepted
+ * connections.
  */
 #include <errno.h>
 #include <poll.h>
@@ -13,10 +16,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cmocka.h>
@@ -122,11 +129,172 @@ t_syn_lost(void **state)
 	close(lfd);
 }
 
+#ifndef TCP_RTO_MIN_US
+#define TCP_RTO_MIN_US 45
+#endif
+
+/* One pass of the channel's loop, waiting at most ms. */
+static void
+spin(struct ag_peers *p, int ms)
+{
+	struct pollfd pfd[8];
+	unsigned int n = ag_peers_pollfds(p, pfd, 8);
+
+	poll(pfd, n, ms);
+	ag_peers_polled(p, pfd, n);
+	ag_peers_progress(p, now_ns());
+}
+
+/* The TCP_RTO_MIN_US of every connection the channel polls, into us[]. @return how many */
+static unsigned int
+conn_rto_min(struct ag_peers *p, int *us, unsigned int max)
+{
+	struct pollfd pfd[8];
+	unsigned int n = ag_peers_pollfds(p, pfd, 8), got = 0;
+
+	for (unsigned int i = 0; i < n && got < max; i++) {
+		int listening = 0, v = -1;
+		socklen_t l = sizeof(listening);
+
+		assert_int_equal(getsockopt(pfd[i].fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &l),
+				 0);
+		if (listening)
+			continue;
+		l = sizeof(v);
+		assert_int_equal(getsockopt(pfd[i].fd, IPPROTO_TCP, TCP_RTO_MIN_US, &v, &l), 0);
+		us[got++] = v;
+	}
+	return got;
+}
+
+/*
+ * With env (NULL: unset) as AG_RTO_MIN_ENV: rank 0's channel connects out
+ * to the test's listener, and the test connects in to it; both of the
+ * channel's connections must have a floor of want us (the kernel rounds it
+ * up to a whole jiffy: at most 10 ms more).
+ */
+static void
+check_rto_min(const char *env, int want)
+{
+	struct sockaddr_in addrs[2] = {0}, mine;
+	socklen_t l = sizeof(addrs[1]);
+	struct ag_peer_handler h = {.message = on_message, .ring_sent = on_ring_sent};
+	struct ag_peers *p;
+	struct ag_msg m;
+	int lfd, in, out = -1, us[4];
+	unsigned int n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		addrs[i].sin_family = AF_INET;
+		addrs[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	}
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&addrs[1], sizeof(addrs[1])), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&addrs[1], &l), 0);
+	if (env)
+		setenv(AG_RTO_MIN_ENV, env, 1);
+	else
+		unsetenv(AG_RTO_MIN_ENV);
+	assert_int_equal(ag_peers_open(&p, 0, 2, addrs, 1024, &h), 0);
+	unsetenv(AG_RTO_MIN_ENV);
+	/* the channel's listener: its port, for the inbound connection */
+	{
+		struct pollfd pfd[8];
+		unsigned int k = ag_peers_pollfds(p, pfd, 8);
+
+		assert_true(k >= 1);
+		l = sizeof(mine);
+		assert_int_equal(getsockname(pfd[0].fd, (struct sockaddr *)&mine, &l), 0);
+	}
+	ag_msg_init(&m, 0, AG_FETCH, 0, 7, 1, 0, 0);
+	ag_peers_progress(p, now_ns());
+	assert_int_equal(ag_peers_send(p, 1, &m, NULL, 0), 0);
+	in = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(in, (struct sockaddr *)&mine, sizeof(mine)), 0);
+	for (int i = 0; i < 200 && (out < 0 || n < 2); i++) {
+		spin(p, 5);
+		if (out < 0)
+			out = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+		n = conn_rto_min(p, us, 4);
+	}
+	assert_true(out >= 0);
+	assert_int_equal(n, 2); /* the outbound and the accepted connection */
+	for (unsigned int i = 0; i < n; i++) {
+		print_message("%s=%s: connection %u: TCP_RTO_MIN_US %d\n", AG_RTO_MIN_ENV,
+			      env ? env : "(unset)", i, us[i]);
+		assert_true(us[i] >= want && us[i] <= want + 10000);
+	}
+	close(in);
+	close(out);
+	ag_peers_close(p);
+	close(lfd);
+}
+
+/* The kernel's default floor: net.ipv4.tcp_rto_min_us where it has one, else 200 ms. */
+static int
+kernel_rto_min_us(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_rto_min_us", "r");
+	int us = 200000;
+
+	if (f) {
+		assert_int_equal(fscanf(f, "%d", &us), 1);
+		fclose(f);
+	}
+	return us;
+}
+
+static void
+t_rto_min(void **state)
+{
+	const char *bad[] = {"", "abc", "5ms", "-1", "1000001", "99999999999999999999"};
+	int probe = socket(AF_INET, SOCK_STREAM, 0), v = 5000;
+
+	(void)state;
+	/* what the channel and the NCCL plugin read: a value that is not one
+	 * is said (stderr) and the default taken */
+	assert_int_equal(ag_tcp_rto_min_conf(), AG_RTO_MIN_US);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv(AG_RTO_MIN_ENV, bad[i], 1);
+		assert_int_equal(ag_tcp_rto_min_conf(), AG_RTO_MIN_US);
+	}
+	setenv(AG_RTO_MIN_ENV, "1000000", 1);
+	assert_int_equal(ag_tcp_rto_min_conf(), 1000000);
+	setenv(AG_RTO_MIN_ENV, "0", 1);
+	assert_int_equal(ag_tcp_rto_min_conf(), 0);
+	unsetenv(AG_RTO_MIN_ENV);
+	if (setsockopt(probe, IPPROTO_TCP, TCP_RTO_MIN_US, &v, sizeof(v)) != 0) {
+		/* said, not skipped silently: the floor needs Linux 6.15 */
+		print_message("this kernel has no TCP_RTO_MIN_US (%s): only the parsing checked\n",
+			      strerror(errno));
+		close(probe);
+		return;
+	}
+	close(probe);
+	check_rto_min(NULL, AG_RTO_MIN_US);
+	check_rto_min("abc", AG_RTO_MIN_US);
+	check_rto_min("20000", 20000);
+	check_rto_min("0", kernel_rto_min_us()); /* the kernel's own */
+	/* the NCCL plugin's sockets (agent/nccl/net.c) through ag_tcp_tune() too */
+	for (int i = 0; i < 2; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0), got = -1,
+		    want = i ? 20000 : kernel_rto_min_us();
+		socklen_t gl = sizeof(got);
+
+		ag_tcp_tune(fd, i ? 20000 : 0);
+		assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_RTO_MIN_US, &got, &gl), 0);
+		assert_true(got >= want && got <= want + 10000);
+		close(fd);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_syn_lost),
+	    cmocka_unit_test(t_rto_min),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
