@@ -463,12 +463,15 @@ static uint64_t
 query_due(const struct ag_window *w, const struct ag_window_entry *e)
 {
 	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
+	uint64_t most = (uint64_t)AG_QUERY_IV_MAX_US * 1000, iv = gap << w->query_backoff;
 
 	if (w->heard_result > since)
 		since = w->heard_result;
 	if (w->last_query > since)
 		since = w->last_query;
-	return since + (gap << w->query_backoff);
+	if (most < gap)
+		most = gap;
+	return since + (iv < most ? iv : most);
 }
 
 /* When the answer to the flow's next QUERY is due: a timer after it goes (0: none to go). */
@@ -1036,7 +1039,8 @@ cold(const struct ag_window *w, uint64_t now)
  * RESULTs' time, waits for other ranks included; the configured timer at
  * least) after the later of the last RESULT, the last QUERY and the newest
  * chunk's last send: sooner, most QUERYs would only cross their RESULT.
- * The interval doubles per QUERY until a RESULT comes, six times at most;
+ * The interval doubles per QUERY until a RESULT comes, six times and
+ * AG_QUERY_IV_MAX_US (or the round trip) at most;
  * not while the socket holds datagrams not read yet (a thread descheduled
  * past the timer reads the RESULTs that came meanwhile first). A switch
  * that does not answer QUERYs (the P4 profile drops them as malformed)

@@ -44,6 +44,12 @@
 #define AG_RTO_MAX_US	   100000u
 /** The timer before a flow's first RTT sample (ag_window_conf.first_timeout_us). */
 #define AG_FIRST_RTO_US	   AG_RETX_CAP_US
+/**
+ * The QUERY interval (E12) doubles per QUERY up to this, or up to the
+ * round trip where that is longer: a rank whose round waited long for the
+ * others, and whose RESULT was then lost, asks again within it.
+ */
+#define AG_QUERY_IV_MAX_US 50000u
 /** After an ACK a chunk waits twice its wait so far, at most this. */
 #define AG_ACK_WAIT_MAX_US 500000u
 /** A switch is silent only after it sent a flow nothing for this long (E6). */

@@ -738,6 +738,38 @@ t_query_srtt(void **state)
 	queries_at(f, 6.0, 2, 1);
 }
 
+/*
+ * A round that waits long for the others (every QUERY ACKed): the interval
+ * doubles from the 1 ms timer, 2, 4, ... 32 ms, then stays at
+ * AG_QUERY_IV_MAX_US (50 ms), not 64: a RESULT lost after the wait is asked
+ * for within 50 ms.
+ */
+static void
+t_query_capped(void **state)
+{
+	struct fixture *f = *state;
+	double at[12];
+	unsigned int n = 0;
+
+	query_acked(f, 1); /* the first QUERY at 1.5 ms */
+	at[n++] = 1.5;
+	for (double t = 2.0; t < 300.0 && n < 12; t += 0.5) {
+		unsigned int before = f->queries;
+
+		tx_query_acked(f, t);
+		if (f->queries != before)
+			at[n++] = t;
+	}
+	assert_int_equal(n, 10); /* 1.5, 3.5, 7.5, 15.5, 31.5, 63.5, 113.5, ... 263.5 */
+	for (unsigned int i = 1; i < n; i++) {
+		double want = i < 6 ? (double)(1u << i) : AG_QUERY_IV_MAX_US / 1000.0;
+
+		print_message("QUERY %u at %.1f ms, %.1f after the last\n", i, at[i],
+			      at[i] - at[i - 1]);
+		assert_true(at[i] - at[i - 1] >= want && at[i] - at[i - 1] <= want + 0.5);
+	}
+}
+
 /* No QUERY while answers wait in the socket: they are read first. */
 static void
 t_query_reads_first(void **state)
@@ -988,6 +1020,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_query_probe_hints, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_probe_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_capped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
