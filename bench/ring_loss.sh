@@ -5,7 +5,7 @@
 # forwarded), or its in-network one, under loss, and its slowest
 # collectives (bench/README.md "Lanes"). One testbed of N hosts, cais-switch
 # with L data lcores dropping P% of what it receives (--rx-loss), each host
-# dropping P% of its IP input (nftables) with rto_min 5 ms on its route;
+# dropping P% of its IP input (nftables) with rto_min T on its route;
 # cais-allreduce-perf of bf16 1, 2 and 4 MiB, K timed iterations each, every
 # one after a 1-element ring line-up: --way ring (--path ring), or fixed32
 # or block16 (in-network on that wire: --path auto --threshold 0, the
@@ -34,7 +34,7 @@ N=8 LCORES=2 LOSS=5 ITERS=8 WAY=ring BUILD="$ROOT/build" RTO=5ms
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	-h | --help) cli_help 4 18 && exit 0 ;;
+	-h | --help) cli_help 4 24 && exit 0 ;;
 	--ranks) N=${2:-} && shift ;;
 	--lcores) LCORES=${2:-} && shift ;;
 	--loss) LOSS=${2:-} && shift ;;
