@@ -54,11 +54,34 @@ on_ring_sent(void *ctx, uint32_t seq0)
 	(void)ctx, (void)seq0;
 }
 
+/*
+ * Rank 0 and rank 1 on loopback: the test plays rank 1 with a listener of
+ * the given backlog (and socket flags) on a free port, into addrs[1].
+ * @return the listener
+ */
+static int
+peer_listener(struct sockaddr_in addrs[2], int flags, int backlog)
+{
+	socklen_t l = sizeof(addrs[1]);
+	int lfd;
+
+	for (int i = 0; i < 2; i++) {
+		memset(&addrs[i], 0, sizeof(addrs[i]));
+		addrs[i].sin_family = AF_INET;
+		addrs[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	}
+	lfd = socket(AF_INET, SOCK_STREAM | flags, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&addrs[1], sizeof(addrs[1])), 0);
+	assert_int_equal(listen(lfd, backlog), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&addrs[1], &l), 0);
+	return lfd;
+}
+
 static void
 t_syn_lost(void **state)
 {
-	struct sockaddr_in addrs[2] = {0};
-	socklen_t l = sizeof(addrs[1]);
+	struct sockaddr_in addrs[2];
 	struct ag_peer_handler h = {.message = on_message, .ring_sent = on_ring_sent};
 	struct ag_peers *p;
 	struct ag_msg m, hello;
@@ -66,16 +89,8 @@ t_syn_lost(void **state)
 	uint64_t t0, t_conn = 0;
 
 	(void)state;
-	for (int i = 0; i < 2; i++) {
-		addrs[i].sin_family = AF_INET;
-		addrs[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	}
 	/* the peer: a listener whose accept queue one connection fills */
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	assert_true(lfd >= 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&addrs[1], sizeof(addrs[1])), 0);
-	assert_int_equal(listen(lfd, 0), 0);
-	assert_int_equal(getsockname(lfd, (struct sockaddr *)&addrs[1], &l), 0);
+	lfd = peer_listener(addrs, SOCK_NONBLOCK, 0);
 	filler = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(connect(filler, (struct sockaddr *)&addrs[1], sizeof(addrs[1])), 0);
 
@@ -176,22 +191,15 @@ conn_rto_min(struct ag_peers *p, int *us, unsigned int max)
 static void
 check_rto_min(const char *env, int want)
 {
-	struct sockaddr_in addrs[2] = {0}, mine;
-	socklen_t l = sizeof(addrs[1]);
+	struct sockaddr_in addrs[2], mine;
+	socklen_t l;
 	struct ag_peer_handler h = {.message = on_message, .ring_sent = on_ring_sent};
 	struct ag_peers *p;
 	struct ag_msg m;
 	int lfd, in, out = -1, us[4];
 	unsigned int n = 0;
 
-	for (int i = 0; i < 2; i++) {
-		addrs[i].sin_family = AF_INET;
-		addrs[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	}
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(lfd, (struct sockaddr *)&addrs[1], sizeof(addrs[1])), 0);
-	assert_int_equal(listen(lfd, 4), 0);
-	assert_int_equal(getsockname(lfd, (struct sockaddr *)&addrs[1], &l), 0);
+	lfd = peer_listener(addrs, 0, 4);
 	if (env)
 		setenv(AG_RTO_MIN_ENV, env, 1);
 	else
