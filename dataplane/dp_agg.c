@@ -2,7 +2,7 @@
 /*
  * The FIXED32 kernels, and the kernel sets of every wire dtype (the
  * BLOCK16 kernels are dp_agg_b16.c's): the scalar set, the AVX2 set, the
- * AVX-512 set (FIXED32 in AVX-512, BLOCK16 AVX2's), and the choice.
+ * AVX-512 set, and the choice.
  */
 #include <string.h>
 
@@ -356,8 +356,6 @@ dp_agg_avx2(void)
 
 /* ---- AVX-512 (F, BW): 16 elements a step ---- */
 
-#define AVX512 __attribute__((target("avx512f,avx512bw")))
-
 /* Sixteen big-endian int32 as two vectors of eight sign-extended int64. */
 AVX512 static inline void
 ld16(const uint8_t *p, __m512i *lo, __m512i *hi)
@@ -477,7 +475,7 @@ static const struct dp_agg_ops fixed32_avx512 = {
 static const struct dp_agg_kernels agg_avx512 = {
     .name = "avx512",
     .wire = {[CAIS_DT_FIXED32] = &fixed32_avx512,
-	     [CAIS_DT_BLOCK16] = &dp_agg_b16_avx2,
+	     [CAIS_DT_BLOCK16] = &dp_agg_b16_avx512,
 	     [CAIS_DT_PARTIAL64] = &partial64},
 };
 

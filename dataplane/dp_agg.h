@@ -22,7 +22,7 @@
  * leaf's exact sums; the folds saturate at the int64 range (only a forged
  * payload can reach it) and report it; store writes the accumulator as it is.
  *
- * AVX-512 (FIXED32; BLOCK16 as AVX2) or AVX2 versions are chosen at run
+ * AVX-512 (FIXED32 and BLOCK16) or AVX2 versions are chosen at run
  * time where the CPU has them, scalar ones otherwise; all give the same bits
  * (PARTIAL64, a leaf's once-per-round traffic, is scalar in every set).
  */
@@ -79,7 +79,7 @@ extern const struct dp_agg_kernels dp_agg_scalar;
 const struct dp_agg_kernels *dp_agg_avx2(void);
 
 /**
- * @return the AVX-512 kernels (F and BW: FIXED32; BLOCK16 AVX2's), or NULL
+ * @return the AVX-512 kernels (F and BW; FIXED32 and BLOCK16), or NULL
  *         when this CPU or build lacks them.
  */
 const struct dp_agg_kernels *dp_agg_avx512(void);

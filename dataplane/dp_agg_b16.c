@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The BLOCK16 kernels (docs/PROTOCOL.md E4, dp_agg.h), scalar and AVX2,
- * bit for bit the same.
+ * The BLOCK16 kernels (docs/PROTOCOL.md E4, dp_agg.h), scalar, AVX2 and
+ * AVX-512, bit for bit the same.
  *
  * A payload of n elements is cais_b16_exp_bytes(n) exponent bytes, one per
  * block of CAIS_B16_BLOCK elements, then n big-endian int16. The folds go
@@ -452,5 +452,172 @@ const struct dp_agg_ops dp_agg_b16_avx2 = {
     .max = max_avx2,
     .min = min_avx2,
     .store = store_avx2,
+};
+
+/* ---- AVX-512: 16 elements a step (a whole block in two) ---- */
+
+/*
+ * Elements 0..15 at m, at exponent count ec, folded into acc[0..15]: the
+ * 16 words byte swapped in one ymm, each half widened to eight int64.
+ */
+AVX512 static inline void
+fold16(int64_t *acc, const uint8_t *m, __m128i ec, enum fold op)
+{
+	const __m256i swap = _mm256_setr_epi8(BSWAP16_IDX, BSWAP16_IDX);
+	__m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)m), swap);
+	__m512i lo = _mm512_sll_epi64(_mm512_cvtepi16_epi64(_mm256_castsi256_si128(v)), ec);
+	__m512i hi = _mm512_sll_epi64(_mm512_cvtepi16_epi64(_mm256_extracti128_si256(v, 1)), ec);
+
+	if (op != F_LOAD) {
+		__m512i a0 = _mm512_loadu_si512(acc), a1 = _mm512_loadu_si512(acc + 8);
+
+		switch (op) {
+		case F_SUM:
+			lo = _mm512_add_epi64(a0, lo);
+			hi = _mm512_add_epi64(a1, hi);
+			break;
+		case F_MAX:
+			lo = _mm512_max_epi64(a0, lo);
+			hi = _mm512_max_epi64(a1, hi);
+			break;
+		default:
+			lo = _mm512_min_epi64(a0, lo);
+			hi = _mm512_min_epi64(a1, hi);
+			break;
+		}
+	}
+	_mm512_storeu_si512(acc, lo);
+	_mm512_storeu_si512(acc + 8, hi);
+}
+
+AVX512 static inline bool
+fold_avx512(int64_t *acc, const void *payload, unsigned int n, enum fold op)
+{
+	const uint8_t *ex = payload, *m = ex + cais_b16_exp_bytes(n);
+	bool sat = false;
+
+	for (unsigned int b = 0, i = 0; i < n; b++) {
+		unsigned int e = block_exp(ex, b, &sat), end = block_end(i, n);
+		__m128i ec = _mm_cvtsi32_si128((int)e);
+
+		for (; i + 16 <= end; i += 16)
+			fold16(acc + i, m + 2 * i, ec, op);
+		if (i + 8 <= end) {
+			fold8(acc + i, m + 2 * i, ec, op);
+			i += 8;
+		}
+		fold_run_scalar(acc, m, i, end, e, op);
+		i = end;
+	}
+	return sat;
+}
+
+AVX512 static bool
+load_avx512(int64_t *acc, const void *payload, unsigned int n)
+{
+	return fold_avx512(acc, payload, n, F_LOAD);
+}
+
+AVX512 static bool
+sum_avx512(int64_t *acc, const void *payload, unsigned int n)
+{
+	return fold_avx512(acc, payload, n, F_SUM);
+}
+
+AVX512 static bool
+max_avx512(int64_t *acc, const void *payload, unsigned int n)
+{
+	return fold_avx512(acc, payload, n, F_MAX);
+}
+
+AVX512 static bool
+min_avx512(int64_t *acc, const void *payload, unsigned int n)
+{
+	return fold_avx512(acc, payload, n, F_MIN);
+}
+
+/* OR of acc ^ (acc >>> 1) over acc[0..len-1]: see first_exp(). */
+AVX512 static inline uint64_t
+mag_bits_avx512(const int64_t *acc, unsigned int len)
+{
+	__m512i o = _mm512_setzero_si512();
+	unsigned int i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		__m512i a = _mm512_loadu_si512(acc + i);
+
+		o = _mm512_or_si512(o, _mm512_xor_si512(a, _mm512_srli_epi64(a, 1)));
+	}
+	return (uint64_t)_mm512_reduce_or_epi64(o) | mag_bits_scalar(acc + i, len - i);
+}
+
+/* acc[0..7] rounded as round16() does (r: rounding(e)), narrowed to eight words. */
+AVX512 static inline __m128i
+round8(const int64_t *acc, const struct rounding *r)
+{
+	const __m512i bias = _mm512_broadcastq_epi64(_mm256_castsi256_si128(r->bias));
+	const __m512i one = _mm512_broadcastq_epi64(_mm256_castsi256_si128(r->odd));
+	__m512i a = _mm512_loadu_si512(acc);
+	__m512i odd = _mm512_and_si512(_mm512_srl_epi64(a, r->e), one);
+
+	/* vpmovqw keeps each lane's low 16 bits: the quotient's, as in round16() */
+	return _mm512_cvtepi64_epi16(
+	    _mm512_srl_epi64(_mm512_add_epi64(_mm512_add_epi64(a, bias), odd), r->e));
+}
+
+/* put_run_scalar(), 16 at a time. */
+AVX512 static inline bool
+put_run_avx512(uint8_t *m, const int64_t *acc, unsigned int len, unsigned int e)
+{
+	const __m256i swap = _mm256_setr_epi8(BSWAP16_IDX, BSWAP16_IDX);
+	const __m256i out_of_range = _mm256_set1_epi16((short)OUT_OF_RANGE);
+	const struct rounding r = rounding(e);
+	__m256i over = _mm256_setzero_si256();
+	unsigned int i = 0;
+
+	for (; i + 16 <= len; i += 16) {
+		__m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(round8(acc + i, &r)),
+						    round8(acc + i + 8, &r), 1);
+
+		over = _mm256_or_si256(over, _mm256_cmpeq_epi16(w, out_of_range));
+		_mm256_storeu_si256((__m256i *)(m + 2 * i), _mm256_shuffle_epi8(w, swap));
+	}
+	return put_run_scalar(m + 2 * i, acc + i, len - i, e) || !_mm256_testz_si256(over, over);
+}
+
+/* put_block_scalar(), 16 at a time. */
+AVX512 static inline uint8_t
+put_block_avx512(uint8_t *m, const int64_t *acc, unsigned int len)
+{
+	unsigned int e = first_exp(mag_bits_avx512(acc, len));
+
+	if (put_run_avx512(m, acc, len, e))
+		put_run_avx512(m, acc, len, ++e);
+	return (uint8_t)e;
+}
+
+AVX512 static bool
+store_avx512(void *out, const int64_t *acc, unsigned int n)
+{
+	uint8_t *ex = out, *m = ex + cais_b16_exp_bytes(n);
+	unsigned int b = 0;
+
+	for (unsigned int i = 0; i < n; b++, i += CAIS_B16_BLOCK) {
+		unsigned int len = block_end(i, n) - i;
+
+		/* a whole block has a constant length: unrolled */
+		ex[b] = len == CAIS_B16_BLOCK ? put_block_avx512(m + 2 * i, acc + i, CAIS_B16_BLOCK)
+					      : put_block_avx512(m + 2 * i, acc + i, len);
+	}
+	zero_pad(ex, b, n);
+	return false;
+}
+
+const struct dp_agg_ops dp_agg_b16_avx512 = {
+    .load = load_avx512,
+    .sum = sum_avx512,
+    .max = max_avx512,
+    .min = min_avx512,
+    .store = store_avx512,
 };
 #endif

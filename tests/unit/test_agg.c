@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The register actions: the scalar and AVX2 kernels of every wire dtype
+ * The register actions: the scalar, AVX2 and AVX-512 kernels of every wire dtype
  * against straightforward models (FIXED32: int32 sums and saturation;
  * BLOCK16: tests/common/b16.h, m x 2^e element by element and the RESULT
  * exponent found by trying every one with a floor-division rounding), and
@@ -175,7 +175,6 @@ t_avx512(void **state)
 		return;
 	}
 	assert_ptr_equal(dp_agg_best(), k);
-	assert_ptr_equal(k->wire[CAIS_DT_BLOCK16], dp_agg_avx2()->wire[CAIS_DT_BLOCK16]);
 	run_all(k);
 }
 
@@ -380,20 +379,36 @@ t_b16_avx2(void **state)
 	run_b16(k);
 }
 
+static void
+t_b16_avx512(void **state)
+{
+	const struct dp_agg_kernels *k = dp_agg_avx512();
+
+	(void)state;
+	if (!k) {
+		print_message("no AVX-512 on this CPU: skipped\n");
+		return;
+	}
+	assert_ptr_not_equal(k->wire[CAIS_DT_BLOCK16], dp_agg_avx2()->wire[CAIS_DT_BLOCK16]);
+	run_b16(k);
+}
+
 /*
- * Scalar against AVX2 on the same random data, exponents above the limit
- * included: the same accumulators, saturation and RESULT bytes.
+ * Scalar against each vector set (AVX2, AVX-512) on the same random data,
+ * exponents above the limit included: the same accumulators, saturation and
+ * RESULT bytes.
  */
 static void
 t_b16_same_bits(void **state)
 {
-	static uint8_t wire[B16_BYTES], out[2][B16_BYTES];
-	static int64_t acc[2][MAXN];
+	static uint8_t wire[B16_BYTES], out[3][B16_BYTES];
+	static int64_t acc[3][MAXN];
 	static struct b16 x;
 	const struct dp_agg_kernels *ks[3];
+	unsigned int nk = kernel_sets(ks);
 
 	(void)state;
-	if (kernel_sets(ks) < 2) {
+	if (nk < 2) {
 		print_message("no AVX2 on this CPU: skipped\n");
 		return;
 	}
@@ -403,23 +418,25 @@ t_b16_same_bits(void **state)
 			      : b16_sizes[round / 2 % (sizeof(b16_sizes) / sizeof(*b16_sizes))];
 		unsigned int npay = 1 + rnd() % 6;
 		int op = (int)(rnd() % 3);
-		bool sat[2] = {false, false};
+		bool sat[3] = {false, false, false};
 
 		for (unsigned int j = 0; j < npay; j++) {
 			b16_draw(&x, n, true);
 			b16_encode(wire, &x);
-			for (unsigned int k = 0; k < 2; k++) {
+			for (unsigned int k = 0; k < nk; k++) {
 				const struct dp_agg_ops *o = ks[k]->wire[CAIS_DT_BLOCK16];
 
 				sat[k] |=
 				    j ? fold(o, op, acc[k], wire, n) : o->load(acc[k], wire, n);
 			}
 		}
-		assert_int_equal(sat[0], sat[1]);
-		assert_memory_equal(acc[0], acc[1], n * sizeof(int64_t));
-		for (unsigned int k = 0; k < 2; k++)
+		for (unsigned int k = 0; k < nk; k++)
 			ks[k]->wire[CAIS_DT_BLOCK16]->store(out[k], acc[k], n);
-		assert_memory_equal(out[0], out[1], cais_payload_bytes(CAIS_DT_BLOCK16, n));
+		for (unsigned int k = 1; k < nk; k++) {
+			assert_int_equal(sat[0], sat[k]);
+			assert_memory_equal(acc[0], acc[k], n * sizeof(int64_t));
+			assert_memory_equal(out[0], out[k], cais_payload_bytes(CAIS_DT_BLOCK16, n));
+		}
 	}
 }
 
@@ -646,9 +663,9 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_scalar),		 cmocka_unit_test(t_avx2),
-	    cmocka_unit_test(t_avx512),
-	    cmocka_unit_test(t_saturation),	 cmocka_unit_test(t_b16_scalar),
-	    cmocka_unit_test(t_b16_avx2),	 cmocka_unit_test(t_b16_same_bits),
+	    cmocka_unit_test(t_avx512),		 cmocka_unit_test(t_saturation),
+	    cmocka_unit_test(t_b16_scalar),	 cmocka_unit_test(t_b16_avx2),
+	    cmocka_unit_test(t_b16_avx512),	 cmocka_unit_test(t_b16_same_bits),
 	    cmocka_unit_test(t_b16_rounding),	 cmocka_unit_test(t_b16_store_random),
 	    cmocka_unit_test(t_b16_extreme_sum), cmocka_unit_test(t_b16_overflow),
 	};
