@@ -45,7 +45,7 @@ _Static_assert(CAIS_B16_EMAX + 15 <= 63, "a quotient's 16 bits lie within the ac
 /* What a fold does with an element's value. */
 enum fold { F_LOAD, F_SUM, F_MAX, F_MIN };
 
-/* ---- shared by both ---- */
+/* ---- shared by every instruction set ---- */
 
 /* End of the block that starts at element i. */
 static inline unsigned int
@@ -74,6 +74,73 @@ first_exp(uint64_t bits)
 	len = bits ? 64u - (unsigned int)__builtin_clzll(bits) : 0;
 	return len > 15 ? len - 15 : 0;
 }
+
+/* Exponent bytes nb.. of the area: zero. */
+static inline void
+zero_pad(uint8_t *ex, unsigned int nb, unsigned int n)
+{
+	for (unsigned int b = nb; b < cais_b16_exp_bytes(n); b++)
+		ex[b] = 0;
+}
+
+/*
+ * The kernels of one instruction set (attr: its target attribute, empty for
+ * the baseline; isa: its name), dp_agg_b16_<isa>, from what the set defines:
+ * fold_<isa>() (a payload into acc with one op), mag_bits_<isa>() (see
+ * first_exp()) and put_run_<isa>() (a block's m_i at one exponent, and
+ * whether one was out of range). The store takes each block's first
+ * exponent, and the next one if a quotient was out of range there.
+ */
+#define B16_KERNELS(attr, isa)                                                                     \
+	attr static bool load_##isa(int64_t *acc, const void *payload, unsigned int n)             \
+	{                                                                                          \
+		return fold_##isa(acc, payload, n, F_LOAD);                                        \
+	}                                                                                          \
+	attr static bool sum_##isa(int64_t *acc, const void *payload, unsigned int n)              \
+	{                                                                                          \
+		return fold_##isa(acc, payload, n, F_SUM);                                         \
+	}                                                                                          \
+	attr static bool max_##isa(int64_t *acc, const void *payload, unsigned int n)              \
+	{                                                                                          \
+		return fold_##isa(acc, payload, n, F_MAX);                                         \
+	}                                                                                          \
+	attr static bool min_##isa(int64_t *acc, const void *payload, unsigned int n)              \
+	{                                                                                          \
+		return fold_##isa(acc, payload, n, F_MIN);                                         \
+	}                                                                                          \
+	/* One block of len accumulators: its m_i at m. @return its exponent */                    \
+	attr static inline uint8_t put_block_##isa(uint8_t *m, const int64_t *acc,                 \
+						   unsigned int len)                               \
+	{                                                                                          \
+		unsigned int e = first_exp(mag_bits_##isa(acc, len));                              \
+                                                                                                   \
+		if (put_run_##isa(m, acc, len, e))                                                 \
+			put_run_##isa(m, acc, len, ++e);                                           \
+		return (uint8_t)e;                                                                 \
+	}                                                                                          \
+	attr static bool store_##isa(void *out, const int64_t *acc, unsigned int n)                \
+	{                                                                                          \
+		uint8_t *ex = out, *m = ex + cais_b16_exp_bytes(n);                                \
+		unsigned int b = 0;                                                                \
+                                                                                                   \
+		for (unsigned int i = 0; i < n; b++, i += CAIS_B16_BLOCK) {                        \
+			unsigned int len = block_end(i, n) - i;                                    \
+                                                                                                   \
+			/* a whole block has a constant length: unrolled */                        \
+			ex[b] = len == CAIS_B16_BLOCK                                              \
+				    ? put_block_##isa(m + 2 * i, acc + i, CAIS_B16_BLOCK)          \
+				    : put_block_##isa(m + 2 * i, acc + i, len);                    \
+		}                                                                                  \
+		zero_pad(ex, b, n);                                                                \
+		return false;                                                                      \
+	}                                                                                          \
+	const struct dp_agg_ops dp_agg_b16_##isa = {                                               \
+	    .load = load_##isa,                                                                    \
+	    .sum = sum_##isa,                                                                      \
+	    .max = max_##isa,                                                                      \
+	    .min = min_##isa,                                                                      \
+	    .store = store_##isa,                                                                  \
+	};
 
 /* ---- scalar ---- */
 
@@ -127,30 +194,6 @@ fold_scalar(int64_t *acc, const void *payload, unsigned int n, enum fold op)
 	return sat;
 }
 
-static bool
-load_scalar(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_scalar(acc, payload, n, F_LOAD);
-}
-
-static bool
-sum_scalar(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_scalar(acc, payload, n, F_SUM);
-}
-
-static bool
-max_scalar(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_scalar(acc, payload, n, F_MAX);
-}
-
-static bool
-min_scalar(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_scalar(acc, payload, n, F_MIN);
-}
-
 /* OR of acc ^ (acc >>> 1) over acc[0..len-1]: see first_exp(). */
 static inline uint64_t
 mag_bits_scalar(const int64_t *acc, unsigned int len)
@@ -188,44 +231,7 @@ put_run_scalar(uint8_t *m, const int64_t *acc, unsigned int len, unsigned int e)
 	return over;
 }
 
-/* Exponent bytes nb.. of the area: zero. */
-static inline void
-zero_pad(uint8_t *ex, unsigned int nb, unsigned int n)
-{
-	for (unsigned int b = nb; b < cais_b16_exp_bytes(n); b++)
-		ex[b] = 0;
-}
-
-/* One block of len accumulators: its m_i at m. @return its exponent */
-static inline uint8_t
-put_block_scalar(uint8_t *m, const int64_t *acc, unsigned int len)
-{
-	unsigned int e = first_exp(mag_bits_scalar(acc, len));
-
-	if (put_run_scalar(m, acc, len, e))
-		put_run_scalar(m, acc, len, ++e);
-	return (uint8_t)e;
-}
-
-static bool
-store_scalar(void *out, const int64_t *acc, unsigned int n)
-{
-	uint8_t *ex = out, *m = ex + cais_b16_exp_bytes(n);
-	unsigned int b = 0;
-
-	for (unsigned int i = 0; i < n; b++, i += CAIS_B16_BLOCK)
-		ex[b] = put_block_scalar(m + 2 * i, acc + i, block_end(i, n) - i);
-	zero_pad(ex, b, n);
-	return false;
-}
-
-const struct dp_agg_ops dp_agg_b16_scalar = {
-    .load = load_scalar,
-    .sum = sum_scalar,
-    .max = max_scalar,
-    .min = min_scalar,
-    .store = store_scalar,
-};
+B16_KERNELS(, scalar)
 
 /* ---- AVX2 ---- */
 
@@ -297,30 +303,6 @@ fold_avx2(int64_t *acc, const void *payload, unsigned int n, enum fold op)
 		i = end;
 	}
 	return sat;
-}
-
-AVX2 static bool
-load_avx2(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx2(acc, payload, n, F_LOAD);
-}
-
-AVX2 static bool
-sum_avx2(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx2(acc, payload, n, F_SUM);
-}
-
-AVX2 static bool
-max_avx2(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx2(acc, payload, n, F_MAX);
-}
-
-AVX2 static bool
-min_avx2(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx2(acc, payload, n, F_MIN);
 }
 
 /* OR of acc ^ (acc >>> 1) over acc[0..len-1]: see first_exp(). */
@@ -418,41 +400,7 @@ put_run_avx2(uint8_t *m, const int64_t *acc, unsigned int len, unsigned int e)
 	return tail || !_mm256_testz_si256(over, over);
 }
 
-/* put_block_scalar(), 16 at a time. */
-AVX2 static inline uint8_t
-put_block_avx2(uint8_t *m, const int64_t *acc, unsigned int len)
-{
-	unsigned int e = first_exp(mag_bits_avx2(acc, len));
-
-	if (put_run_avx2(m, acc, len, e))
-		put_run_avx2(m, acc, len, ++e);
-	return (uint8_t)e;
-}
-
-AVX2 static bool
-store_avx2(void *out, const int64_t *acc, unsigned int n)
-{
-	uint8_t *ex = out, *m = ex + cais_b16_exp_bytes(n);
-	unsigned int b = 0;
-
-	for (unsigned int i = 0; i < n; b++, i += CAIS_B16_BLOCK) {
-		unsigned int len = block_end(i, n) - i;
-
-		/* a whole block has a constant length: unrolled */
-		ex[b] = len == CAIS_B16_BLOCK ? put_block_avx2(m + 2 * i, acc + i, CAIS_B16_BLOCK)
-					      : put_block_avx2(m + 2 * i, acc + i, len);
-	}
-	zero_pad(ex, b, n);
-	return false;
-}
-
-const struct dp_agg_ops dp_agg_b16_avx2 = {
-    .load = load_avx2,
-    .sum = sum_avx2,
-    .max = max_avx2,
-    .min = min_avx2,
-    .store = store_avx2,
-};
+B16_KERNELS(AVX2, avx2)
 
 /* ---- AVX-512: 16 elements a step (a whole block in two) ---- */
 
@@ -512,30 +460,6 @@ fold_avx512(int64_t *acc, const void *payload, unsigned int n, enum fold op)
 	return sat;
 }
 
-AVX512 static bool
-load_avx512(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx512(acc, payload, n, F_LOAD);
-}
-
-AVX512 static bool
-sum_avx512(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx512(acc, payload, n, F_SUM);
-}
-
-AVX512 static bool
-max_avx512(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx512(acc, payload, n, F_MAX);
-}
-
-AVX512 static bool
-min_avx512(int64_t *acc, const void *payload, unsigned int n)
-{
-	return fold_avx512(acc, payload, n, F_MIN);
-}
-
 /* OR of acc ^ (acc >>> 1) over acc[0..len-1]: see first_exp(). */
 AVX512 static inline uint64_t
 mag_bits_avx512(const int64_t *acc, unsigned int len)
@@ -585,39 +509,5 @@ put_run_avx512(uint8_t *m, const int64_t *acc, unsigned int len, unsigned int e)
 	return put_run_scalar(m + 2 * i, acc + i, len - i, e) || !_mm256_testz_si256(over, over);
 }
 
-/* put_block_scalar(), 16 at a time. */
-AVX512 static inline uint8_t
-put_block_avx512(uint8_t *m, const int64_t *acc, unsigned int len)
-{
-	unsigned int e = first_exp(mag_bits_avx512(acc, len));
-
-	if (put_run_avx512(m, acc, len, e))
-		put_run_avx512(m, acc, len, ++e);
-	return (uint8_t)e;
-}
-
-AVX512 static bool
-store_avx512(void *out, const int64_t *acc, unsigned int n)
-{
-	uint8_t *ex = out, *m = ex + cais_b16_exp_bytes(n);
-	unsigned int b = 0;
-
-	for (unsigned int i = 0; i < n; b++, i += CAIS_B16_BLOCK) {
-		unsigned int len = block_end(i, n) - i;
-
-		/* a whole block has a constant length: unrolled */
-		ex[b] = len == CAIS_B16_BLOCK ? put_block_avx512(m + 2 * i, acc + i, CAIS_B16_BLOCK)
-					      : put_block_avx512(m + 2 * i, acc + i, len);
-	}
-	zero_pad(ex, b, n);
-	return false;
-}
-
-const struct dp_agg_ops dp_agg_b16_avx512 = {
-    .load = load_avx512,
-    .sum = sum_avx512,
-    .max = max_avx512,
-    .min = min_avx512,
-    .store = store_avx512,
-};
+B16_KERNELS(AVX512, avx512)
 #endif
