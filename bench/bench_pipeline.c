@@ -611,7 +611,7 @@ struct lc_work {
 	uint64_t t_end;
 };
 
-static atomic_uint lc_go, lc_finished;
+static atomic_uint lc_go, lc_ready, lc_finished;
 static unsigned int lc_count;
 
 /* Packets other lcores handed to this one: into the pipeline. @return how many */
@@ -632,13 +632,16 @@ drain(struct dp_lcore *lc)
 /*
  * One lcore's share of a batch, as its poll loop runs it (bursts, then the
  * handoffs it got, then the flush); then the handoffs until every lcore is
- * through and its ring is empty.
+ * through and its ring is empty. It says it is ready and spins until the
+ * start, so that a batch's time holds no thread's wake-up (a poll loop
+ * never sleeps through a burst).
  */
 static int
 lc_worker(void *arg)
 {
 	struct lc_work *w = arg;
 
+	atomic_fetch_add_explicit(&lc_ready, 1, memory_order_acq_rel);
 	while (!atomic_load_explicit(&lc_go, memory_order_acquire))
 		rte_pause();
 	for (unsigned int i = 0; i < w->n; i += DP_BURST) {
@@ -680,6 +683,7 @@ batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
 	}
 	lc_count = s->k;
 	atomic_store(&lc_go, 0);
+	atomic_store(&lc_ready, 0);
 	atomic_store(&lc_finished, 0);
 	for (j = 1; j < s->k; j++) {
 		lcid = s->sw->lcores[j].lcore_id;
@@ -688,6 +692,8 @@ batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
 			exit(1);
 		}
 	}
+	while (atomic_load_explicit(&lc_ready, memory_order_acquire) < s->k - 1)
+		rte_pause(); /* the other lcores spin at the start */
 	t0 = rte_rdtsc();
 	atomic_store_explicit(&lc_go, 1, memory_order_release);
 	lc_worker(&w[0]);
