@@ -100,8 +100,24 @@ input_one(struct dp_lcore *lc, struct rte_mbuf *m)
 	}
 }
 
-void
-dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
+/* A packet another lcore handed over: its slot is this lcore's (dp_match.c). */
+static inline void
+owned_one(struct dp_lcore *lc, struct rte_mbuf *m)
+{
+	if (likely(cais_hdr_type(dp_mbuf_cais(m)) == CAIS_TYPE_DATA))
+		dp_match_data(lc, m);
+	else
+		dp_match_answer(lc, m);
+}
+
+/*
+ * A burst through one(), prefetching mbufs DP_PREFETCH_MBUF and frames
+ * DP_PREFETCH_FRAME packets ahead (the frames of a handed-over burst sit in
+ * another core's cache as the NIC's sit in memory).
+ */
+static __rte_always_inline void
+burst(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n,
+      void (*one)(struct dp_lcore *, struct rte_mbuf *))
 {
 	lc->now = rte_rdtsc();
 	lc->last_tensor = NULL;
@@ -114,21 +130,20 @@ dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 			rte_prefetch0(pkts[i + DP_PREFETCH_MBUF]);
 		if (i + DP_PREFETCH_FRAME < n)
 			prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
-		input_one(lc, pkts[i]);
+		one(lc, pkts[i]);
 	}
+}
+
+void
+dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
+{
+	burst(lc, pkts, n, input_one);
 }
 
 void
 dp_lcore_input_owned(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 {
-	lc->now = rte_rdtsc();
-	lc->last_tensor = NULL;
-	for (uint16_t i = 0; i < n; i++) {
-		if (likely(cais_hdr_type(dp_mbuf_cais(pkts[i])) == CAIS_TYPE_DATA))
-			dp_match_data(lc, pkts[i]);
-		else
-			dp_match_answer(lc, pkts[i]);
-	}
+	burst(lc, pkts, n, owned_one);
 }
 
 /*
