@@ -475,18 +475,34 @@ mag_bits_avx512(const int64_t *acc, unsigned int len)
 	return (uint64_t)_mm512_reduce_or_epi64(o) | mag_bits_scalar(acc + i, len - i);
 }
 
-/* acc[0..7] rounded as round16() does (r: rounding(e)), narrowed to eight words. */
-AVX512 static inline __m128i
-round8(const int64_t *acc, const struct rounding *r)
+/* rounding() on 8 lanes, widened once per run. */
+struct rounding512 {
+	__m128i e;
+	__m512i bias, odd;
+};
+
+AVX512 static inline struct rounding512
+rounding512(unsigned int e)
 {
-	const __m512i bias = _mm512_broadcastq_epi64(_mm256_castsi256_si128(r->bias));
-	const __m512i one = _mm512_broadcastq_epi64(_mm256_castsi256_si128(r->odd));
+	const struct rounding r = rounding(e);
+
+	return (struct rounding512){
+	    .e = r.e,
+	    .bias = _mm512_broadcastq_epi64(_mm256_castsi256_si128(r.bias)),
+	    .odd = _mm512_broadcastq_epi64(_mm256_castsi256_si128(r.odd)),
+	};
+}
+
+/* acc[0..7] rounded as round16() does, narrowed to eight words. */
+AVX512 static inline __m128i
+round8(const int64_t *acc, const struct rounding512 *r)
+{
 	__m512i a = _mm512_loadu_si512(acc);
-	__m512i odd = _mm512_and_si512(_mm512_srl_epi64(a, r->e), one);
+	__m512i odd = _mm512_and_si512(_mm512_srl_epi64(a, r->e), r->odd);
 
 	/* vpmovqw keeps each lane's low 16 bits: the quotient's, as in round16() */
 	return _mm512_cvtepi64_epi16(
-	    _mm512_srl_epi64(_mm512_add_epi64(_mm512_add_epi64(a, bias), odd), r->e));
+	    _mm512_srl_epi64(_mm512_add_epi64(_mm512_add_epi64(a, r->bias), odd), r->e));
 }
 
 /* put_run_scalar(), 16 at a time. */
@@ -495,7 +511,7 @@ put_run_avx512(uint8_t *m, const int64_t *acc, unsigned int len, unsigned int e)
 {
 	const __m256i swap = _mm256_setr_epi8(BSWAP16_IDX, BSWAP16_IDX);
 	const __m256i out_of_range = _mm256_set1_epi16((short)OUT_OF_RANGE);
-	const struct rounding r = rounding(e);
+	const struct rounding512 r = rounding512(e);
 	__m256i over = _mm256_setzero_si256();
 	unsigned int i = 0;
 
