@@ -48,6 +48,10 @@
 #include <rte_ring.h>
 #include <rte_mbuf.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "bench_args.h"
 #include "dp_ctl.h"
 #include "dp_switch.h"
@@ -312,6 +316,51 @@ teardown(struct setup *s)
 	rte_mempool_free(s->in);
 }
 
+/*
+ * --cold: after each refill, the mbufs' first lines and their frames are
+ * written back to memory and dropped from every cache (CLFLUSHOPT, or
+ * CLFLUSH where the CPU lacks it), where a NIC that writes to memory (no
+ * DDIO) leaves what it receives. Without it they sit in the caches of the
+ * core that wrote them. Untimed.
+ */
+static bool cold;
+
+#if defined(__x86_64__)
+static void
+flush_lines(const void *p, size_t len, bool opt)
+{
+	const volatile char *c = p;
+
+	for (size_t off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
+		if (opt)
+			__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)(c + off)));
+		else
+			__asm__ volatile("clflush %0" : "+m"(*(volatile char *)(c + off)));
+}
+
+static void
+make_cold(struct rte_mbuf **m, unsigned int n)
+{
+	static int opt = -1; /* CPUID.(EAX=7,ECX=0):EBX bit 23 */
+	unsigned int a, b, c, d;
+
+	if (opt < 0)
+		opt = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 23 & 1);
+	for (unsigned int i = 0; i < n; i++) {
+		flush_lines(m[i], sizeof(struct rte_mbuf), opt);
+		flush_lines(rte_pktmbuf_mtod(m[i], void *), m[i]->data_len, opt);
+	}
+	__asm__ volatile("mfence" ::: "memory"); /* every flush done before the timed batch */
+}
+#else
+static void
+make_cold(struct rte_mbuf **m, unsigned int n)
+{
+	RTE_SET_USED(m);
+	RTE_SET_USED(n);
+}
+#endif
+
 /* BATCH mbufs: rounds seq0.. in order, every rank's chunk of a round in a row. */
 static void
 refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
@@ -334,6 +383,8 @@ refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
 			h->slot = htons(cais_slot_field(seq, SLOTS));
 			b->port = (uint16_t)r;
 		}
+	if (cold)
+		make_cold(m, rounds * s->n);
 }
 
 enum mode { M_PIPELINE, M_IO, M_KERNEL, M_OPEN, M_COPIES, M_COUNT };
@@ -481,7 +532,7 @@ static void
 usage(void)
 {
 	printf("Usage: bench_pipeline [--elems LIST] [--ranks LIST] [--wire LIST] [--seconds S]\n"
-	       "                      [--csv FILE] [--quick] [--lcores 1,2]\n"
+	       "                      [--csv FILE] [--quick] [--lcores 1,2] [--cold]\n"
 	       "The switch's pipeline on one lcore (dp_lcore_input + flush, RESULT generation\n"
 	       "included) against plain forwarding of the same packets and the bare add kernel\n"
 	       "(the memory-bound limit; for BLOCK16 with each round's RESULT stored): Mpps,\n"
@@ -493,6 +544,9 @@ usage(void)
 	       "(to profile it: perf record, valgrind --tool=callgrind).\n"
 	       "--huge: DPDK memory in the hugepages the machine has reserved (default:\n"
 	       "--no-huge, as CI runs; 4 KiB pages cost the pipeline TLB misses).\n"
+	       "--cold: the packets flushed from the caches to memory before each batch, as\n"
+	       "a NIC without DDIO leaves them (default: in the caches of the core that\n"
+	       "wrote them; a NIC with DDIO leaves them in the shared cache). x86 only.\n"
 	       "--lcores 1,2: instead, the scaling table: the pipeline on each k lcores of\n"
 	       "the list (it starts with 1, at most the CPUs), traffic spread as RSS would by\n"
 	       "flow, with aligned flows (E7) and with one flow per rank (handoffs).\n");
@@ -792,12 +846,12 @@ int
 main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-	    {"elems", required_argument, NULL, 'e'}, {"ranks", required_argument, NULL, 'n'},
-	    {"wire", required_argument, NULL, 'w'},  {"seconds", required_argument, NULL, 's'},
-	    {"csv", required_argument, NULL, 'c'},   {"quick", no_argument, NULL, 'q'},
-	    {"only", required_argument, NULL, 'o'},  {"huge", no_argument, NULL, 'H'},
-	    {"lcores", required_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0}};
+	    {"elems", required_argument, NULL, 'e'},  {"ranks", required_argument, NULL, 'n'},
+	    {"wire", required_argument, NULL, 'w'},   {"seconds", required_argument, NULL, 's'},
+	    {"csv", required_argument, NULL, 'c'},    {"quick", no_argument, NULL, 'q'},
+	    {"only", required_argument, NULL, 'o'},   {"huge", no_argument, NULL, 'H'},
+	    {"lcores", required_argument, NULL, 'l'}, {"cold", no_argument, NULL, 'C'},
+	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0}};
 	unsigned int lcs[MAX_LIST] = {1}, nl = 0, maxk = 1;
 	unsigned int elems[MAX_LIST] = {64, 256, 1024, 2048}, ranks[MAX_LIST] = {2, 4, 8, 16};
 	uint8_t wires[CAIS_DT_COUNT] = {CAIS_DT_FIXED32};
@@ -827,6 +881,14 @@ main(int argc, char **argv)
 		case 'H':
 			huge = true;
 			break;
+		case 'C':
+#if defined(__x86_64__)
+			cold = true;
+			break;
+#else
+			fprintf(stderr, "bench_pipeline: --cold: x86 only\n");
+			return 2;
+#endif
 		case 'l':
 			nl = bench_parse_list("bench_pipeline", "--lcores", optarg, lcs, MAX_LIST);
 			break;
@@ -900,8 +962,9 @@ main(int argc, char **argv)
 		if (pl.csv)
 			fprintf(pl.csv, "wire,elems,ranks,lcores,spread,pipeline_mpps,vs_one_lcore,"
 					"handoff_share\n");
-		printf("\n  ---------- cais-switch pipeline on k lcores (%s kernels) ----------\n",
-		       dp_agg_best()->name);
+		printf(
+		    "\n  ---------- cais-switch pipeline on k lcores (%s kernels%s) ----------\n",
+		    dp_agg_best()->name, cold ? ", packets cold" : "");
 		printf("  %7s %5s %5s | %6s %6s | %9s %9s | %7s | %8s\n", "wire", "elems", "ranks",
 		       "lcores", "spread", "pipe Mpps", "pipe Gb/s", "vs k=1", "handoff");
 		for (unsigned int w = 0; w < nw; w++)
@@ -923,9 +986,9 @@ main(int argc, char **argv)
 		fprintf(pl.csv, "elems,ranks,pipeline_mpps,pipeline_gbps,io_mpps,kernel_mpps,"
 				"kernel_gbps,pipeline_vs_kernel,pipeline_vs_io,results_per_round,"
 				"wire,open_mpps,guard_cost,copies_mpps\n");
-	printf("\n  ------------------ cais-switch pipeline, one lcore (%s kernels) "
+	printf("\n  ------------------ cais-switch pipeline, one lcore (%s kernels%s) "
 	       "------------------\n",
-	       dp_agg_best()->name);
+	       dp_agg_best()->name, cold ? ", packets cold" : "");
 	printf("  %7s %5s %5s | %9s %9s | %9s | %9s %9s | %8s %8s | %7s %6s | %9s %8s\n", "wire",
 	       "elems", "ranks", "pipe Mpps", "pipe Gb/s", "io Mpps", "kern Mpps", "kern Gb/s",
 	       "pipe/krn", "pipe/io", "guards", "ns", "copy Mpps", "pipe/cp");
