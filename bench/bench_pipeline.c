@@ -327,15 +327,15 @@ static bool cold;
 
 #if defined(__x86_64__)
 static void
-flush_lines(const void *p, size_t len, bool opt)
+flush_lines(void *p, size_t len, bool opt)
 {
-	const volatile char *c = p;
+	volatile char *c = p;
 
 	for (size_t off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
 		if (opt)
-			__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)(c + off)));
+			__asm__ volatile("clflushopt %0" : "+m"(c[off]));
 		else
-			__asm__ volatile("clflush %0" : "+m"(*(volatile char *)(c + off)));
+			__asm__ volatile("clflush %0" : "+m"(c[off]));
 }
 
 static void

@@ -130,7 +130,7 @@ q=()
 if want pipeline; then
 	if [ -x "$BUILD/bench/bench_pipeline" ]; then
 		bench pipeline "$BUILD/bench/bench_pipeline" "${q[@]}" --csv "$OUT/pipeline.csv"
-		# the smoke run also takes the packets from memory (x86's CLFLUSH)
+		# the smoke run also takes the packets from memory (--cold: x86 only)
 		if [ $QUICK -eq 1 ] && [ "$(uname -m)" = x86_64 ]; then
 			bench pipeline-cold "$BUILD/bench/bench_pipeline" --quick --cold
 		fi
