@@ -413,7 +413,10 @@ static int64_t
 /*
  * The kernel baseline on a batch of rounds from seq: each payload into its
  * round's accumulator; for BLOCK16 each round's RESULT payload stored too,
- * into its last packet, where the pipeline writes it.
+ * into its last packet, where the pipeline writes it. With --cold it
+ * prefetches the mbufs and frames ahead as the RX loop does
+ * (dp_lcore_input()), which from memory makes it faster (in the caches,
+ * slower): the baseline is the faster kernel of each placement.
  */
 static void
 kernel_batch(const struct setup *s, struct rte_mbuf **m, unsigned int per, uint32_t seq)
@@ -421,11 +424,19 @@ kernel_batch(const struct setup *s, struct rte_mbuf **m, unsigned int per, uint3
 	const struct dp_agg_ops *k = dp_agg_best()->wire[s->wire];
 	bool store = s->wire == CAIS_DT_BLOCK16;
 
+	for (unsigned int i = 0; cold && i < per && i < DP_PREFETCH_MBUF; i++)
+		rte_prefetch0(m[i]);
+	for (unsigned int i = 0; cold && i < per && i < DP_PREFETCH_FRAME; i++)
+		dp_lcore_prefetch_frame(m[i]);
 	for (unsigned int i = 0; i < per; i++) {
 		uint8_t *p = rte_pktmbuf_mtod(m[i], uint8_t *) + CAIS_FRAME_OVERHEAD;
 		uint32_t q = seq + i / s->n;
 		int64_t *acc = acc_store + ((q % SLOTS) * 2 + (q / SLOTS) % 2) * s->e;
 
+		if (cold && i + DP_PREFETCH_MBUF < per)
+			rte_prefetch0(m[i + DP_PREFETCH_MBUF]);
+		if (cold && i + DP_PREFETCH_FRAME < per)
+			dp_lcore_prefetch_frame(m[i + DP_PREFETCH_FRAME]);
 		if (i % s->n == 0)
 			k->load(acc, p, s->e);
 		else

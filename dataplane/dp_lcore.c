@@ -22,17 +22,6 @@
 #include "dp_pipeline.h"
 #include "dp_rcu.h"
 
-/* The first DP_PREFETCH_BYTES of m's frame into the cache. */
-static inline void
-prefetch_frame(const struct rte_mbuf *m)
-{
-	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-	unsigned int len = m->data_len < DP_PREFETCH_BYTES ? m->data_len : DP_PREFETCH_BYTES;
-
-	for (unsigned int off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
-		rte_prefetch0(f + off);
-}
-
 /* --rx-loss (tests, benchmarks): a 32-bit random number from the lcore's xorshift64. */
 static inline uint32_t
 loss_draw(struct dp_lcore *lc)
@@ -124,12 +113,12 @@ burst(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n,
 	for (uint16_t i = 0; i < n && i < DP_PREFETCH_MBUF; i++)
 		rte_prefetch0(pkts[i]);
 	for (uint16_t i = 0; i < n && i < DP_PREFETCH_FRAME; i++)
-		prefetch_frame(pkts[i]);
+		dp_lcore_prefetch_frame(pkts[i]);
 	for (uint16_t i = 0; i < n; i++) {
 		if (i + DP_PREFETCH_MBUF < n)
 			rte_prefetch0(pkts[i + DP_PREFETCH_MBUF]);
 		if (i + DP_PREFETCH_FRAME < n)
-			prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
+			dp_lcore_prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
 		one(lc, pkts[i]);
 	}
 }

@@ -21,6 +21,8 @@
 #include <stdint.h>
 
 #include <rte_common.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
 
 #include <cais/proto.h>
 
@@ -29,7 +31,6 @@
 
 struct dp_switch;
 struct dp_tensor;
-struct rte_mbuf;
 struct rte_ring;
 
 /** Packets waiting for one TX queue of one port. */
@@ -112,6 +113,21 @@ struct dp_lcore {
 
 /** The poll loop of a data lcore (an lcore_function_t); returns when sw->quit is set. */
 int dp_lcore_run(void *lcore);
+
+/**
+ * The first DP_PREFETCH_BYTES of m's frame into the cache: what
+ * dp_lcore_input() requests DP_PREFETCH_FRAME packets ahead (and
+ * bench_pipeline's kernel baseline, from memory, as well).
+ */
+static inline void
+dp_lcore_prefetch_frame(const struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	unsigned int len = m->data_len < DP_PREFETCH_BYTES ? m->data_len : DP_PREFETCH_BYTES;
+
+	for (unsigned int off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
+		rte_prefetch0(f + off);
+}
 
 /** Run one burst received on the lcore's RX queues through the pipeline. */
 void dp_lcore_input(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
