@@ -352,13 +352,6 @@ make_cold(struct rte_mbuf **m, unsigned int n)
 	}
 	__asm__ volatile("mfence" ::: "memory"); /* every flush done before the timed batch */
 }
-#else
-static void
-make_cold(struct rte_mbuf **m, unsigned int n)
-{
-	RTE_SET_USED(m);
-	RTE_SET_USED(n);
-}
 #endif
 
 /* BATCH mbufs: rounds seq0.. in order, every rank's chunk of a round in a row. */
@@ -383,8 +376,10 @@ refill(struct setup *s, struct rte_mbuf **m, uint32_t seq0)
 			h->slot = htons(cais_slot_field(seq, SLOTS));
 			b->port = (uint16_t)r;
 		}
+#if defined(__x86_64__)
 	if (cold)
 		make_cold(m, rounds * s->n);
+#endif
 }
 
 enum mode { M_PIPELINE, M_IO, M_KERNEL, M_OPEN, M_COPIES, M_COUNT };
@@ -424,19 +419,15 @@ kernel_batch(const struct setup *s, struct rte_mbuf **m, unsigned int per, uint3
 	const struct dp_agg_ops *k = dp_agg_best()->wire[s->wire];
 	bool store = s->wire == CAIS_DT_BLOCK16;
 
-	for (unsigned int i = 0; cold && i < per && i < DP_PREFETCH_MBUF; i++)
-		rte_prefetch0(m[i]);
-	for (unsigned int i = 0; cold && i < per && i < DP_PREFETCH_FRAME; i++)
-		dp_lcore_prefetch_frame(m[i]);
+	if (cold)
+		dp_lcore_prefetch_first(m, per);
 	for (unsigned int i = 0; i < per; i++) {
 		uint8_t *p = rte_pktmbuf_mtod(m[i], uint8_t *) + CAIS_FRAME_OVERHEAD;
 		uint32_t q = seq + i / s->n;
 		int64_t *acc = acc_store + ((q % SLOTS) * 2 + (q / SLOTS) % 2) * s->e;
 
-		if (cold && i + DP_PREFETCH_MBUF < per)
-			rte_prefetch0(m[i + DP_PREFETCH_MBUF]);
-		if (cold && i + DP_PREFETCH_FRAME < per)
-			dp_lcore_prefetch_frame(m[i + DP_PREFETCH_FRAME]);
+		if (cold)
+			dp_lcore_prefetch_ahead(m, i, per);
 		if (i % s->n == 0)
 			k->load(acc, p, s->e);
 		else

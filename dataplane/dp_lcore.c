@@ -110,15 +110,9 @@ burst(struct dp_lcore *lc, struct rte_mbuf **pkts, uint16_t n,
 {
 	lc->now = rte_rdtsc();
 	lc->last_tensor = NULL;
-	for (uint16_t i = 0; i < n && i < DP_PREFETCH_MBUF; i++)
-		rte_prefetch0(pkts[i]);
-	for (uint16_t i = 0; i < n && i < DP_PREFETCH_FRAME; i++)
-		dp_lcore_prefetch_frame(pkts[i]);
+	dp_lcore_prefetch_first(pkts, n);
 	for (uint16_t i = 0; i < n; i++) {
-		if (i + DP_PREFETCH_MBUF < n)
-			rte_prefetch0(pkts[i + DP_PREFETCH_MBUF]);
-		if (i + DP_PREFETCH_FRAME < n)
-			dp_lcore_prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
+		dp_lcore_prefetch_ahead(pkts, i, n);
 		one(lc, pkts[i]);
 	}
 }

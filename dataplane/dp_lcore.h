@@ -114,11 +114,7 @@ struct dp_lcore {
 /** The poll loop of a data lcore (an lcore_function_t); returns when sw->quit is set. */
 int dp_lcore_run(void *lcore);
 
-/**
- * The first DP_PREFETCH_BYTES of m's frame into the cache: what
- * dp_lcore_input() requests DP_PREFETCH_FRAME packets ahead (and
- * bench_pipeline's kernel baseline, from memory, as well).
- */
+/** The first DP_PREFETCH_BYTES of m's frame into the cache. */
 static inline void
 dp_lcore_prefetch_frame(const struct rte_mbuf *m)
 {
@@ -127,6 +123,31 @@ dp_lcore_prefetch_frame(const struct rte_mbuf *m)
 
 	for (unsigned int off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
 		rte_prefetch0(f + off);
+}
+
+/**
+ * The RX loop's prefetches (dp_lcore_input()), which bench_pipeline's
+ * kernel baseline makes too: dp_lcore_prefetch_first() before the burst
+ * pkts[0..n), the mbufs and frames of its first packets, and
+ * dp_lcore_prefetch_ahead() before packet i, the mbuf DP_PREFETCH_MBUF
+ * and the frame DP_PREFETCH_FRAME packets ahead.
+ */
+static inline void
+dp_lcore_prefetch_first(struct rte_mbuf *const *pkts, unsigned int n)
+{
+	for (unsigned int j = 0; j < n && j < DP_PREFETCH_MBUF; j++)
+		rte_prefetch0(pkts[j]);
+	for (unsigned int j = 0; j < n && j < DP_PREFETCH_FRAME; j++)
+		dp_lcore_prefetch_frame(pkts[j]);
+}
+
+static inline void
+dp_lcore_prefetch_ahead(struct rte_mbuf *const *pkts, unsigned int i, unsigned int n)
+{
+	if (i + DP_PREFETCH_MBUF < n)
+		rte_prefetch0(pkts[i + DP_PREFETCH_MBUF]);
+	if (i + DP_PREFETCH_FRAME < n)
+		dp_lcore_prefetch_frame(pkts[i + DP_PREFETCH_FRAME]);
 }
 
 /** Run one burst received on the lcore's RX queues through the pipeline. */
