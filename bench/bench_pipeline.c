@@ -28,7 +28,8 @@
  *
  * --lcores: the scaling table instead (measure_lcores()): the pipeline on k
  * lcores at once, each lcore its share of every batch as RSS would spread the
- * flows, handoffs between them included.
+ * flows, handoffs between them included; and, between the batches, what k
+ * lcores of this machine give work bound by instructions (probe_worker()).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -551,7 +552,8 @@ usage(void)
 	       "wrote them; a NIC with DDIO leaves them in the shared cache). x86 only.\n"
 	       "--lcores 1,2: instead, the scaling table: the pipeline on each k lcores of\n"
 	       "the list (it starts with 1, at most the CPUs), traffic spread as RSS would by\n"
-	       "flow, with aligned flows (E7) and with one flow per rank (handoffs).\n");
+	       "flow, with aligned flows (E7) and with one flow per rank (handoffs); beside\n"
+	       "it the machine's own scaling, an integer loop on k lcores against one.\n");
 }
 
 /* "fixed32,block16" into out[]; @return the count; exit(2) on a bad list. */
@@ -685,6 +687,15 @@ drain(struct dp_lcore *lc)
 	return n;
 }
 
+/* A worker's start: ready, then spin until the go (on_lcores()). */
+static void
+start_line(void)
+{
+	atomic_fetch_add_explicit(&lc_ready, 1, memory_order_acq_rel);
+	while (!atomic_load_explicit(&lc_go, memory_order_acquire))
+		rte_pause();
+}
+
 /*
  * One lcore's share of a batch, as its poll loop runs it (bursts, then the
  * handoffs it got, then the flush); then the handoffs until every lcore is
@@ -697,9 +708,7 @@ lc_worker(void *arg)
 {
 	struct lc_work *w = arg;
 
-	atomic_fetch_add_explicit(&lc_ready, 1, memory_order_acq_rel);
-	while (!atomic_load_explicit(&lc_go, memory_order_acquire))
-		rte_pause();
+	start_line();
 	for (unsigned int i = 0; i < w->n; i += DP_BURST) {
 		uint16_t nb = (uint16_t)(w->n - i < DP_BURST ? w->n - i : DP_BURST);
 
@@ -719,41 +728,61 @@ lc_worker(void *arg)
 	return 0;
 }
 
+/*
+ * fn(arg[j]) on the first k lcores of -l 0-(k-1) at once, j = 0 on this one
+ * (the main lcore), each fn starting with start_line(); @return the TSC at
+ * the start
+ */
+static uint64_t
+on_lcores(unsigned int k, lcore_function_t *fn, void *const *arg)
+{
+	unsigned int j = 0, lc;
+	uint64_t t0;
+
+	lc_count = k;
+	atomic_store(&lc_go, 0);
+	atomic_store(&lc_ready, 0);
+	atomic_store(&lc_finished, 0);
+	RTE_LCORE_FOREACH_WORKER (lc) {
+		if (++j >= k)
+			break;
+		if (rte_eal_remote_launch(fn, arg[j], lc) != 0) {
+			fprintf(stderr, "bench_pipeline: lcore %u busy\n", lc);
+			exit(1);
+		}
+	}
+	while (atomic_load_explicit(&lc_ready, memory_order_acquire) < k - 1)
+		rte_pause(); /* the other lcores spin at the start */
+	t0 = rte_rdtsc();
+	atomic_store_explicit(&lc_go, 1, memory_order_release);
+	fn(arg[0]);
+	rte_eal_mp_wait_lcore();
+	return t0;
+}
+
 /* One batch over s->k lcores; @return the TSC cycles from the start to the last lcore done */
 static uint64_t
 batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
 {
 	static struct rte_mbuf *m[BATCH], *part[MAX_LC][BATCH];
 	struct lc_work w[MAX_LC];
-	unsigned int per = (BATCH / s->n) * s->n, j, lcid;
+	void *arg[MAX_LC];
+	unsigned int per = (BATCH / s->n) * s->n, j;
 	uint64_t t0, end = 0;
 
 	refill(s, m, *seq);
-	for (j = 0; j < s->k; j++)
+	for (j = 0; j < s->k; j++) {
+		/* s->sw->lcores[j] is lcore j of -l 0-(k-1) (setup()), where on_lcores() runs it */
 		w[j] = (struct lc_work){.lc = &s->sw->lcores[j], .pk = part[j]};
+		arg[j] = &w[j];
+	}
 	for (unsigned int i = 0; i < per; i++) {
 		uint32_t q = *seq + i / s->n;
 
 		j = sp == SPREAD_FLOWS ? q % s->k : (i % s->n) % s->k;
 		w[j].pk[w[j].n++] = m[i];
 	}
-	lc_count = s->k;
-	atomic_store(&lc_go, 0);
-	atomic_store(&lc_ready, 0);
-	atomic_store(&lc_finished, 0);
-	for (j = 1; j < s->k; j++) {
-		lcid = s->sw->lcores[j].lcore_id;
-		if (rte_eal_remote_launch(lc_worker, &w[j], lcid) != 0) {
-			fprintf(stderr, "bench_pipeline: lcore %u busy\n", lcid);
-			exit(1);
-		}
-	}
-	while (atomic_load_explicit(&lc_ready, memory_order_acquire) < s->k - 1)
-		rte_pause(); /* the other lcores spin at the start */
-	t0 = rte_rdtsc();
-	atomic_store_explicit(&lc_go, 1, memory_order_release);
-	lc_worker(&w[0]);
-	rte_eal_mp_wait_lcore();
+	t0 = on_lcores(s->k, lc_worker, arg);
 	for (j = 0; j < s->k; j++)
 		if (w[j].t_end - t0 > end)
 			end = w[j].t_end - t0;
@@ -762,20 +791,82 @@ batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
 }
 
 /*
+ * The machine's own scaling, beside the pipeline's (issue 16 goal 1): two
+ * vCPUs of a VM may be two cores, or two hardware threads of one core
+ * that the host shares out, and which they are can change from one moment
+ * to the next. So the same integer work, eight independent chains of adds,
+ * shifts and xors in registers (no memory), runs on k lcores at once
+ * between the batches; k times its time on one lcore over its time on k is
+ * what k lcores of this machine give work bound by instructions, as the
+ * pipeline is at E = 64 (bench/README.md "Instructions per DATA").
+ */
+#define PROBE_ITERS 65536 /* about a batch's time: 0.1-0.3 ms */
+
+struct probe_work {
+	uint64_t t_end;
+	uint64_t sink;
+};
+
+static int
+probe_worker(void *arg)
+{
+	struct probe_work *p = arg;
+	uint64_t a = (uintptr_t)p, b = a * 3, c = a * 5, d = a * 7, e = a * 11, f = a * 13,
+		 g = a * 17, h = a * 19;
+
+	start_line();
+	for (unsigned int i = 0; i < PROBE_ITERS; i++) {
+		a += b ^ (a >> 3);
+		b += c ^ (b << 5);
+		c += d ^ (c >> 7);
+		d += e ^ (d << 3);
+		e += f ^ (e >> 5);
+		f += g ^ (f << 7);
+		g += h ^ (g >> 3);
+		h += a ^ (h << 5);
+		/* kept in registers, each step done: no vectorizing or folding */
+		__asm__ volatile(""
+				 : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f), "+r"(g),
+				   "+r"(h));
+	}
+	p->sink = a ^ b ^ c ^ d ^ e ^ f ^ g ^ h;
+	p->t_end = rte_rdtsc();
+	return 0;
+}
+
+/* The probe on k lcores at once; @return the TSC cycles to the last one done */
+static uint64_t
+probe_lcores(unsigned int k)
+{
+	struct probe_work p[MAX_LC];
+	void *arg[MAX_LC];
+	uint64_t t0, end = 0;
+
+	for (unsigned int j = 0; j < k; j++)
+		arg[j] = &p[j];
+	t0 = on_lcores(k, probe_worker, arg);
+	for (unsigned int j = 0; j < k; j++)
+		if (p[j].t_end - t0 > end)
+			end = p[j].t_end - t0;
+	return end;
+}
+
+/*
  * The scaling table: for each wire x elems x ranks, the pipeline on 1..K
- * lcores with both spreads, batch after batch in turn; Mpps (median batch),
- * the ratio to one lcore, and the share of packets handed over.
+ * lcores with both spreads, batch after batch in turn, and after each round
+ * of batches the probe on each k; Mpps (median batch), the ratio to one
+ * lcore, the probe's (the machine's), and the share of packets handed over.
  */
 static int
 measure_lcores(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int e,
 	       const unsigned int *ks, unsigned int nk, unsigned int *id)
 {
-	static uint64_t samples[2 * MAX_LIST][MAX_BATCHES];
+	static uint64_t samples[2 * MAX_LIST][MAX_BATCHES], probes[MAX_LIST][MAX_BATCHES];
 	static uint32_t seq = 1;
 	struct setup *s[2 * MAX_LIST];
-	unsigned int nb[2 * MAX_LIST] = {0}, nc = 0, per = (BATCH / n) * n;
+	unsigned int nb[2 * MAX_LIST] = {0}, nc = 0, np = 0, per = (BATCH / n) * n;
 	uint64_t spent[2 * MAX_LIST] = {0}, budget = (uint64_t)(pl->seconds * (double)rte_get_tsc_hz());
-	double one = 0;
+	double one = 0, cpu[MAX_LIST];
 	bool more = true;
 	int rc = 0;
 
@@ -800,16 +891,29 @@ measure_lcores(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int
 			samples[c][nb[c]++] = dt;
 			more = true;
 		}
+		if (more && np < MAX_BATCHES) {
+			for (unsigned int a = 0; a < nk; a++)
+				probes[a][np] = probe_lcores(ks[a]);
+			np++;
+		}
 	}
+	for (unsigned int a = 0; a < nk; a++) /* ks[0] is 1 */
+		qsort(probes[a], np, sizeof(uint64_t), cmp_u64);
+	for (unsigned int a = 0; a < nk; a++)
+		cpu[a] = (double)ks[a] * (double)probes[0][np / 2] / (double)probes[a][np / 2];
 	for (unsigned int c = 0; c < nc; c++) {
 		struct dp_lcore_counters sum = {0};
 		uint64_t res = 0, bad = 0, checked = 0;
-		double mpps;
+		double mpps, cpu_k = 1;
+		const char *spread;
 
 		qsort(samples[c], nb[c], sizeof(uint64_t), cmp_u64);
 		mpps = (double)per / ((double)samples[c][nb[c] / 2] / (double)rte_get_tsc_hz()) / 1e6;
 		if (s[c]->k == 1)
 			one = mpps;
+		for (unsigned int a = 0; a < nk; a++)
+			if (ks[a] == s[c]->k)
+				cpu_k = cpu[a];
 		for (unsigned int q = 0; q < s[c]->k; q++) {
 			const struct tx_count *t = s[c]->k > 1 ? &s[c]->txq[q] : &s[c]->tx;
 
@@ -819,15 +923,16 @@ measure_lcores(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int
 			sum.handoffs += s[c]->sw->lcores[q].c.handoffs;
 			sum.data_rx += s[c]->sw->lcores[q].c.data_rx;
 		}
-		printf("  %7s %5u %5u | %6u %6s | %9.2f %9.1f | %7.2f | %7.1f%%\n",
-		       cais_dtype_name(wire), e, n, s[c]->k,
-		       s[c]->k == 1 ? "-" : s[c]->spread == SPREAD_RANKS ? "ranks" : "flows", mpps,
-		       mpps * 1e6 * (double)s[c]->plen * 8 / 1e9, one > 0 ? mpps / one : 0,
+		spread = s[c]->k == 1 ? "-" : s[c]->spread == SPREAD_RANKS ? "ranks" : "flows";
+		printf("  %7s %5u %5u | %6u %6s | %9.2f %9.1f | %7.2f %7.2f %7.2f | %7.1f%%\n",
+		       cais_dtype_name(wire), e, n, s[c]->k, spread, mpps,
+		       mpps * 1e6 * (double)s[c]->plen * 8 / 1e9, one > 0 ? mpps / one : 0, cpu_k,
+		       one > 0 ? mpps / one / cpu_k : 0,
 		       sum.data_rx ? 100.0 * (double)sum.handoffs / (double)sum.data_rx : 0);
 		if (pl->csv)
-			fprintf(pl->csv, "%s,%u,%u,%u,%s,%.4f,%.4f,%.4f\n", cais_dtype_name(wire), e,
-				n, s[c]->k, s[c]->k == 1 ? "-" : s[c]->spread == SPREAD_RANKS ? "ranks" : "flows",
-				mpps, one > 0 ? mpps / one : 0,
+			fprintf(pl->csv, "%s,%u,%u,%u,%s,%.4f,%.4f,%.4f,%.4f\n",
+				cais_dtype_name(wire), e, n, s[c]->k, spread, mpps,
+				one > 0 ? mpps / one : 0, cpu_k,
 				sum.data_rx ? (double)sum.handoffs / (double)sum.data_rx : 0);
 		if (res != (uint64_t)nb[c] * per || bad || !checked) {
 			fprintf(stderr,
@@ -963,22 +1068,27 @@ main(int argc, char **argv)
 	if (nl) { /* the scaling table alone */
 		if (pl.csv)
 			fprintf(pl.csv, "wire,elems,ranks,lcores,spread,pipeline_mpps,vs_one_lcore,"
-					"handoff_share\n");
+					"probe_vs_one_lcore,handoff_share\n");
 		printf(
 		    "\n  ---------- cais-switch pipeline on k lcores (%s kernels%s) ----------\n",
 		    dp_agg_best()->name, cold ? ", packets cold" : "");
-		printf("  %7s %5s %5s | %6s %6s | %9s %9s | %7s | %8s\n", "wire", "elems", "ranks",
-		       "lcores", "spread", "pipe Mpps", "pipe Gb/s", "vs k=1", "handoff");
+		printf("  %7s %5s %5s | %6s %6s | %9s %9s | %7s %7s %7s | %8s\n", "wire", "elems",
+		       "ranks", "lcores", "spread", "pipe Mpps", "pipe Gb/s", "vs k=1", "cpu",
+		       "of cpu", "handoff");
 		for (unsigned int w = 0; w < nw; w++)
 			for (unsigned int a = 0; a < ne; a++)
 				for (unsigned int b = 0; b < nr; b++)
 					if (measure_lcores(&pl, wires[w], ranks[b], elems[a], lcs, nl,
 							   &id) != 0)
 						return 1;
-		printf("  (k lcores, each running its share of every batch as its poll loop would,\n"
-		       "   handoffs included; flows: each rank k flows, flow i the seqs i mod k\n"
-		       "   (E7), so each lcore owns what it receives; ranks: one flow per rank on\n"
-		       "   lcore rank mod k; handoff: the share of DATA passed to the slot's owner)\n");
+		printf(
+		    "  (k lcores, each running its share of every batch as its poll loop would,\n"
+		    "   handoffs included; flows: each rank k flows, flow i the seqs i mod k\n"
+		    "   (E7), so each lcore owns what it receives; ranks: one flow per rank on\n"
+		    "   lcore rank mod k; cpu: the machine's own scaling, an integer loop\n"
+		    "   on k lcores at once against one, run between the batches (two vCPUs\n"
+		    "   may share a core); of cpu: vs k=1 over cpu; handoff: the share of\n"
+		    "   DATA passed to the slot's owner)\n");
 		if (pl.csv)
 			fclose(pl.csv);
 		rte_eal_cleanup();

@@ -35,7 +35,8 @@ namespaces): installs what is missing (scripts/install-deps.sh --bench),
 builds into DIR with benchmarks enabled, then runs, in order,
   pipeline  bench_pipeline: cais-switch's pipeline on one lcore vs io
             forwarding and the bare add kernel, E = 64..2048, n = 2..16
-            (the smoke run also with the packets from memory, --cold)
+            (the smoke run also with the packets from memory, --cold, and
+            on two lcores, --lcores 1,2)
   e2e       bench/e2e.sh: in-network vs the agent's ring vs OpenMPI
             MPI_Allreduce on the testbed, 128 KiB..64 MiB, 4 and 8 ranks
   quant     bench_quant: the agent's conversions vs memcpy
@@ -134,6 +135,15 @@ if want pipeline; then
 		if [ $QUICK -eq 1 ] && [ "$(uname -m)" = x86_64 ]; then
 			bench pipeline-cold "$BUILD/bench/bench_pipeline" --quick --cold
 		fi
+		# and the scaling table (two lcores, handoffs, the machine's own scaling)
+		if [ $QUICK -eq 1 ]; then
+			if [ "$(nproc)" -ge 2 ]; then
+				bench pipeline-lcores "$BUILD/bench/bench_pipeline" --quick --lcores 1,2
+			else
+				say "pipeline-lcores: not run: one CPU, and --lcores 1,2 needs two"
+				names+=(pipeline-lcores) results+=("not run (1 CPU)") times+=(0)
+			fi
+		fi
 	else
 		say "pipeline: no $BUILD/bench/bench_pipeline (libdpdk missing at configure time)"
 		names+=(pipeline) results+=("FAILED (not built)") times+=(0)
@@ -163,6 +173,6 @@ fi
 echo
 say "summary (CSV, tables and plots in $OUT)"
 for i in "${!names[@]}"; do
-	printf '  %-13s %-16s %4ss\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+	printf '  %-16s %-16s %4ss\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
 done
 exit $failed
