@@ -229,10 +229,11 @@ usage_output(FILE *f)
 	      "in GB/s as nccl-tests define them; retx: DATA retransmissions; #wrong: elements\n"
 	      "outside the bound (--check); max_rel_err: max |got - expected| / |expected|\n"
 	      "(float types, --check); max(us): the slowest timed iteration. Then a summary\n"
-	      "line, '# summary rank=R ... next_seq=Q cpu_ns_per_byte=C wall_s=W\n"
-	      "result=PASS|FAIL' (C: this process's CPU time, all threads, user and system,\n"
-	      "over the timed iterations, per byte of their tensors), and the library's\n"
-	      "metrics (which also count the --sync and closing collectives).\n"
+	      "line, '# summary rank=R ... next_seq=Q cpu_ns_per_byte=C warmup_max_ms=U\n"
+	      "closing_ms=V wall_s=W result=PASS|FAIL' (C: this process's CPU time, all\n"
+	      "threads, user and system, over the timed iterations, per byte of their\n"
+	      "tensors; U: the slowest warm-up iteration; V: the closing collective), and the\n"
+	      "library's metrics (which also count the --sync and closing collectives).\n"
 	      "\n"
 	      "After the last size every rank takes part in one more collective (1 int32, sum, on\n"
 	      "the ring: it ends only when every rank has finished every size, so no rank leaves\n"
@@ -1003,6 +1004,8 @@ struct totals {
 	uint64_t retx, peer_chunks;
 	/* the process's CPU time over the timed collectives (s), and their bytes */
 	double cpu_s, timed_bytes;
+	/* the untimed ones: the slowest warm-up and the closing collective (us) */
+	double warm_max_us, closing_us;
 	struct check_result chk;
 	uint32_t next_seq;
 	bool failed;
@@ -1101,6 +1104,7 @@ line_up(const struct opts *o, struct cais_comm *comm, struct totals *t)
 {
 	int32_t one = 1, sum = 0;
 	struct cais_request *req;
+	double t0 = now_us();
 	int rc = cais_set_path(comm, CAIS_PATH_RING);
 
 	if (rc == 0)
@@ -1109,6 +1113,7 @@ line_up(const struct opts *o, struct cais_comm *comm, struct totals *t)
 		t->next_seq++;
 		rc = cais_wait(req);
 	}
+	t->closing_us = now_us() - t0;
 	if (rc == 0 && sum != (int32_t)o->world)
 		rc = -EPROTO;
 	if (rc == 0)
@@ -1185,6 +1190,8 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		sr->times[sr->timed++] = t1 - t0;
 		t->cpu_s += c1 - c0;
 		t->timed_bytes += (double)sr->bytes;
+	} else if (t1 - t0 > t->warm_max_us) {
+		t->warm_max_us = t1 - t0;
 	}
 	if (o->check) {
 		/* with --sync, no rank checks beside another's timed collective */
@@ -1269,6 +1276,7 @@ closing_collective(const struct opts *o, struct cais_comm *comm, struct totals *
 {
 	int32_t one = 1, sum = 0;
 	struct cais_request *req;
+	double t0 = now_us();
 	int rc = cais_set_path(comm, CAIS_PATH_RING);
 
 	if (rc == 0)
@@ -1277,6 +1285,7 @@ closing_collective(const struct opts *o, struct cais_comm *comm, struct totals *
 		t->next_seq++;
 		rc = cais_wait(req);
 	}
+	t->closing_us = now_us() - t0;
 	if (rc != 0) {
 		fprintf(stderr, PROG ": rank %u: the closing collective failed: %s (%d)\n", o->rank,
 			cais_strerror(rc), rc);
@@ -1314,10 +1323,10 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 		printf(" checked=%" PRIu64 " wrong=%" PRIu64 " max_rel_err=-", t->chk.checked,
 		       t->chk.wrong);
 	printf(" retx=%" PRIu64 " peer_chunks=%" PRIu64 " next_seq=%" PRIu32
-	       " cpu_ns_per_byte=%.3f wall_s=%.2f result=%s\n",
+	       " cpu_ns_per_byte=%.3f warmup_max_ms=%.2f closing_ms=%.2f wall_s=%.2f result=%s\n",
 	       t->retx, t->peer_chunks, t->next_seq,
-	       t->timed_bytes > 0 ? t->cpu_s * 1e9 / t->timed_bytes : 0, wall_s,
-	       pass ? "PASS" : "FAIL");
+	       t->timed_bytes > 0 ? t->cpu_s * 1e9 / t->timed_bytes : 0, t->warm_max_us / 1e3,
+	       t->closing_us / 1e3, wall_s, pass ? "PASS" : "FAIL");
 	if (comm && cais_metrics_get(comm, &m) == 0 && !o->quiet)
 		printf("# metrics: collectives %" PRIu64 " in-network %" PRIu64
 		       " fallback-rate %.3f errors %" PRIu64 ", chunks %" PRIu64

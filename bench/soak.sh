@@ -190,6 +190,7 @@ coll = innet = retx = chunks = wrong = checked = 0
 fb = {}
 sizes = {}  # bytes -> (medians of rank 0, its slowest)
 p99s = []  # (the library's p99 of a run on a host, us; run; host): untimed collectives too
+tails = {}  # p99s above 100 ms by the slowest of: "timed", "warm-up", "closing", "none"
 for k in range(runs):
     for i in range(1, n + 1):
         text = open(os.path.join(work, f"run-{k}.h{i}.log")).read()
@@ -197,7 +198,18 @@ for k in range(runs):
         m = re.search(r"^# metrics: .* chunks (\d+) retransmitted (\d+)", text, re.M)
         q = re.search(r"^# metrics: .* p99 (\d+) us", text, re.M)
         if q:
-            p99s.append((int(q.group(1)), k + 1, i))
+            p99 = int(q.group(1))
+            p99s.append((p99, k + 1, i))
+            if p99 > 100000:
+                # which collective of the run it was, by the slowest of each kind;
+                # the p99 is a histogram bucket's bound, so half of it is a match
+                timed = max((float(w[11]) for w in map(str.split, text.splitlines())
+                             if len(w) >= 12 and not w[0].startswith("#")), default=0)
+                kinds = {"timed": timed, "warm-up": 1000 * float(s.get("warmup_max_ms", 0)),
+                         "closing": 1000 * float(s.get("closing_ms", 0))}
+                kind = max(kinds, key=kinds.get)
+                kind = kind if kinds[kind] >= p99 / 2 else "none"
+                tails[kind] = tails.get(kind, 0) + 1
         retx += int(s["retx"])
         chunks += int(m.group(1)) if m else 0
         wrong += int(s.get("wrong", 0))
@@ -234,6 +246,10 @@ if p99s:
           f" {statistics.median(v for v, _, _ in p99s) / 1000:.2f} ms, above 100 ms in"
           f" {sum(1 for v, _, _ in p99s if v > 100000)} of {len(p99s)} (run, host),"
           f" worst {worst[0] / 1000:.1f} ms (run {worst[1]}, host {worst[2]})")
+    if tails:
+        print("  those above 100 ms, by their run's slowest collective: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(tails.items()))
+              + " (none: not a timed iteration, a warm-up or the closing collective)")
 try:
     st = json.load(open(os.path.join(work, "switch-stats.json")))
     ss = st.get("sessions", [])
