@@ -14,7 +14,9 @@
 # the one before. A line per run; at the end, the totals: collectives, those
 # that stayed in-network and the fallbacks by reason (SILENT: the switch
 # judged silent), retransmitted DATA against all DATA sent, wrong elements,
-# the time per collective by size, and the switch's counters. Stops at the
+# the time per collective by size, the library's p99 of every (run, host)
+# with the kind of collective behind those above 100 ms, and the switch's
+# counters. Stops at the
 # first rank that fails, hangs (a run bounded at 300 s) or gets a wrong
 # element, and keeps the logs.
 #
