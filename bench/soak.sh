@@ -16,9 +16,8 @@
 # judged silent), retransmitted DATA against all DATA sent, wrong elements,
 # the time per collective by size, the library's p99 of every (run, host)
 # with the kind of collective behind those above 100 ms, and the switch's
-# counters. Stops at the
-# first rank that fails, hangs (a run bounded at 300 s) or gets a wrong
-# element, and keeps the logs.
+# counters. Stops at the first rank that fails, hangs (a run bounded at
+# 300 s) or gets a wrong element, and keeps the logs.
 #
 #   bench/soak.sh [--minutes M] [--ranks N] [--loss P] [--lcores L] [--iters K]
 #                 [--build DIR] [--out DIR]
@@ -37,7 +36,7 @@ MINUTES=40 N=4 LOSS=5 LCORES=1 ITERS=10 BUILD="$ROOT/build" OUT=""
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	-h | --help) cli_help 4 25 && exit 0 ;;
+	-h | --help) cli_help 4 26 && exit 0 ;;
 	--minutes) MINUTES=${2:-} && shift ;;
 	--ranks) N=${2:-} && shift ;;
 	--loss) LOSS=${2:-} && shift ;;
