@@ -1104,7 +1104,6 @@ line_up(const struct opts *o, struct cais_comm *comm, struct totals *t)
 {
 	int32_t one = 1, sum = 0;
 	struct cais_request *req;
-	double t0 = now_us();
 	int rc = cais_set_path(comm, CAIS_PATH_RING);
 
 	if (rc == 0)
@@ -1113,7 +1112,6 @@ line_up(const struct opts *o, struct cais_comm *comm, struct totals *t)
 		t->next_seq++;
 		rc = cais_wait(req);
 	}
-	t->closing_us = now_us() - t0;
 	if (rc == 0 && sum != (int32_t)o->world)
 		rc = -EPROTO;
 	if (rc == 0)
