@@ -230,10 +230,11 @@ usage_output(FILE *f)
 	      "outside the bound (--check); max_rel_err: max |got - expected| / |expected|\n"
 	      "(float types, --check); max(us): the slowest timed iteration. Then a summary\n"
 	      "line, '# summary rank=R ... next_seq=Q cpu_ns_per_byte=C warmup_max_ms=U\n"
-	      "closing_ms=V wall_s=W result=PASS|FAIL' (C: this process's CPU time, all\n"
-	      "threads, user and system, over the timed iterations, per byte of their\n"
-	      "tensors; U: the slowest warm-up iteration; V: the closing collective), and the\n"
-	      "library's metrics (which also count the --sync and closing collectives).\n"
+	      "warmup_max_bytes=B closing_ms=V wall_s=W result=PASS|FAIL' (C: this process's\n"
+	      "CPU time, all threads, user and system, over the timed iterations, per byte of\n"
+	      "their tensors; U and B: the slowest warm-up iteration and its size; V: the\n"
+	      "closing collective), and the library's metrics (which also count the --sync\n"
+	      "and closing collectives).\n"
 	      "\n"
 	      "After the last size every rank takes part in one more collective (1 int32, sum, on\n"
 	      "the ring: it ends only when every rank has finished every size, so no rank leaves\n"
@@ -1004,8 +1005,9 @@ struct totals {
 	uint64_t retx, peer_chunks;
 	/* the process's CPU time over the timed collectives (s), and their bytes */
 	double cpu_s, timed_bytes;
-	/* the untimed ones: the slowest warm-up and the closing collective (us) */
+	/* the untimed ones: the slowest warm-up (us, and its size) and the closing collective */
 	double warm_max_us, closing_us;
+	size_t warm_max_bytes;
 	struct check_result chk;
 	uint32_t next_seq;
 	bool failed;
@@ -1190,6 +1192,7 @@ one_collective(const struct opts *o, struct cais_comm *comm, struct size_run *sr
 		t->timed_bytes += (double)sr->bytes;
 	} else if (t1 - t0 > t->warm_max_us) {
 		t->warm_max_us = t1 - t0;
+		t->warm_max_bytes = sr->bytes;
 	}
 	if (o->check) {
 		/* with --sync, no rank checks beside another's timed collective */
@@ -1321,10 +1324,11 @@ print_summary(const struct opts *o, struct cais_comm *comm, const struct totals 
 		printf(" checked=%" PRIu64 " wrong=%" PRIu64 " max_rel_err=-", t->chk.checked,
 		       t->chk.wrong);
 	printf(" retx=%" PRIu64 " peer_chunks=%" PRIu64 " next_seq=%" PRIu32
-	       " cpu_ns_per_byte=%.3f warmup_max_ms=%.2f closing_ms=%.2f wall_s=%.2f result=%s\n",
+	       " cpu_ns_per_byte=%.3f warmup_max_ms=%.2f warmup_max_bytes=%zu closing_ms=%.2f"
+	       " wall_s=%.2f result=%s\n",
 	       t->retx, t->peer_chunks, t->next_seq,
 	       t->timed_bytes > 0 ? t->cpu_s * 1e9 / t->timed_bytes : 0, t->warm_max_us / 1e3,
-	       t->closing_us / 1e3, wall_s, pass ? "PASS" : "FAIL");
+	       t->warm_max_bytes, t->closing_us / 1e3, wall_s, pass ? "PASS" : "FAIL");
 	if (comm && cais_metrics_get(comm, &m) == 0 && !o->quiet)
 		printf("# metrics: collectives %" PRIu64 " in-network %" PRIu64
 		       " fallback-rate %.3f errors %" PRIu64 ", chunks %" PRIu64

@@ -210,6 +210,8 @@ for k in range(runs):
                          "closing": 1000 * float(s.get("closing_ms", 0))}
                 kind = max(kinds, key=kinds.get)
                 kind = kind if kinds[kind] >= p99 / 2 else "none"
+                if kind == "warm-up":
+                    kind += f" of {s.get('warmup_max_bytes', '?')} B"
                 tails[kind] = tails.get(kind, 0) + 1
         retx += int(s["retx"])
         chunks += int(m.group(1)) if m else 0
@@ -249,7 +251,7 @@ if p99s:
           f" worst {worst[0] / 1000:.1f} ms (run {worst[1]}, host {worst[2]})")
     if tails:
         print("  those above 100 ms, by their run's slowest collective: "
-              + ", ".join(f"{k} {v}" for k, v in sorted(tails.items()))
+              + ", ".join(f"{k} {v}" for k, v in sorted(tails.items(), key=lambda kv: -kv[1]))
               + " (none: not a timed iteration, a warm-up or the closing collective)")
 try:
     st = json.load(open(os.path.join(work, "switch-stats.json")))
