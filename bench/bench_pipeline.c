@@ -666,11 +666,11 @@ struct lc_work {
 	struct dp_lcore *lc;
 	struct rte_mbuf **pk;
 	unsigned int n;
-	uint64_t t_end;
 };
 
 static atomic_uint lc_go, lc_ready, lc_finished;
 static unsigned int lc_count;
+static _Atomic uint64_t lc_end; /* the TSC when the last of them was done */
 
 /* Packets other lcores handed to this one: into the pipeline. @return how many */
 static unsigned int
@@ -694,6 +694,16 @@ start_line(void)
 	atomic_fetch_add_explicit(&lc_ready, 1, memory_order_acq_rel);
 	while (!atomic_load_explicit(&lc_go, memory_order_acquire))
 		rte_pause();
+}
+
+/* A worker's end: its TSC into lc_end, if the latest so far. */
+static void
+finish_line(void)
+{
+	uint64_t now = rte_rdtsc(), end = atomic_load(&lc_end);
+
+	while (now > end && !atomic_compare_exchange_weak(&lc_end, &end, now))
+		;
 }
 
 /*
@@ -724,14 +734,14 @@ lc_worker(void *arg)
 	while (drain(w->lc))
 		dp_lcore_flush(w->lc);
 	dp_lcore_flush(w->lc);
-	w->t_end = rte_rdtsc();
+	finish_line();
 	return 0;
 }
 
 /*
  * fn(arg[j]) on the first k lcores of -l 0-(k-1) at once, j = 0 on this one
- * (the main lcore), each fn starting with start_line(); @return the TSC at
- * the start
+ * (the main lcore), each fn starting with start_line() and ending with
+ * finish_line(); @return the TSC cycles from the start to the last one done
  */
 static uint64_t
 on_lcores(unsigned int k, lcore_function_t *fn, void *const *arg)
@@ -743,6 +753,7 @@ on_lcores(unsigned int k, lcore_function_t *fn, void *const *arg)
 	atomic_store(&lc_go, 0);
 	atomic_store(&lc_ready, 0);
 	atomic_store(&lc_finished, 0);
+	atomic_store(&lc_end, 0);
 	RTE_LCORE_FOREACH_WORKER (lc) {
 		if (++j >= k)
 			break;
@@ -757,7 +768,7 @@ on_lcores(unsigned int k, lcore_function_t *fn, void *const *arg)
 	atomic_store_explicit(&lc_go, 1, memory_order_release);
 	fn(arg[0]);
 	rte_eal_mp_wait_lcore();
-	return t0;
+	return atomic_load(&lc_end) - t0;
 }
 
 /* One batch over s->k lcores; @return the TSC cycles from the start to the last lcore done */
@@ -768,7 +779,7 @@ batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
 	struct lc_work w[MAX_LC];
 	void *arg[MAX_LC];
 	unsigned int per = (BATCH / s->n) * s->n, j;
-	uint64_t t0, end = 0;
+	uint64_t dt;
 
 	refill(s, m, *seq);
 	for (j = 0; j < s->k; j++) {
@@ -782,12 +793,9 @@ batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
 		j = sp == SPREAD_FLOWS ? q % s->k : (i % s->n) % s->k;
 		w[j].pk[w[j].n++] = m[i];
 	}
-	t0 = on_lcores(s->k, lc_worker, arg);
-	for (j = 0; j < s->k; j++)
-		if (w[j].t_end - t0 > end)
-			end = w[j].t_end - t0;
+	dt = on_lcores(s->k, lc_worker, arg);
 	*seq += per / s->n;
-	return end;
+	return dt;
 }
 
 /*
@@ -802,16 +810,11 @@ batch_lcores(struct setup *s, enum spread sp, uint32_t *seq)
  */
 #define PROBE_ITERS 65536 /* about a batch's time: 0.1-0.3 ms */
 
-struct probe_work {
-	uint64_t t_end;
-	uint64_t sink;
-};
-
 static int
 probe_worker(void *arg)
 {
-	struct probe_work *p = arg;
-	uint64_t a = (uintptr_t)p, b = a * 3, c = a * 5, d = a * 7, e = a * 11, f = a * 13,
+	uint64_t *sink = arg;
+	uint64_t a = (uintptr_t)sink, b = a * 3, c = a * 5, d = a * 7, e = a * 11, f = a * 13,
 		 g = a * 17, h = a * 19;
 
 	start_line();
@@ -829,8 +832,8 @@ probe_worker(void *arg)
 				 : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f), "+r"(g),
 				   "+r"(h));
 	}
-	p->sink = a ^ b ^ c ^ d ^ e ^ f ^ g ^ h;
-	p->t_end = rte_rdtsc();
+	*sink = a ^ b ^ c ^ d ^ e ^ f ^ g ^ h;
+	finish_line();
 	return 0;
 }
 
@@ -838,17 +841,12 @@ probe_worker(void *arg)
 static uint64_t
 probe_lcores(unsigned int k)
 {
-	struct probe_work p[MAX_LC];
+	uint64_t sink[MAX_LC];
 	void *arg[MAX_LC];
-	uint64_t t0, end = 0;
 
 	for (unsigned int j = 0; j < k; j++)
-		arg[j] = &p[j];
-	t0 = on_lcores(k, probe_worker, arg);
-	for (unsigned int j = 0; j < k; j++)
-		if (p[j].t_end - t0 > end)
-			end = p[j].t_end - t0;
-	return end;
+		arg[j] = &sink[j];
+	return on_lcores(k, probe_worker, arg);
 }
 
 /*
@@ -897,10 +895,10 @@ measure_lcores(const struct plan *pl, uint8_t wire, unsigned int n, unsigned int
 			np++;
 		}
 	}
-	for (unsigned int a = 0; a < nk; a++) /* ks[0] is 1 */
+	for (unsigned int a = 0; a < nk; a++) { /* ks[0] is 1: probes[0] sorted first */
 		qsort(probes[a], np, sizeof(uint64_t), cmp_u64);
-	for (unsigned int a = 0; a < nk; a++)
 		cpu[a] = (double)ks[a] * (double)probes[0][np / 2] / (double)probes[a][np / 2];
+	}
 	for (unsigned int c = 0; c < nc; c++) {
 		struct dp_lcore_counters sum = {0};
 		uint64_t res = 0, bad = 0, checked = 0;
