@@ -65,26 +65,30 @@ port_free(uint16_t port)
 	return ok;
 }
 
-/* A free loopback port followed by THREADS - 1 more (a rank's flows use them). */
+/*
+ * A free loopback port followed by THREADS - 1 more (a rank's flows use
+ * them). Chosen at random below Linux's ephemeral range (32768 and up by
+ * default): a port is free when asked and bound only later, and in the
+ * ephemeral range any connect of this or a parallel test may take it in
+ * between (a join then fails with EADDRINUSE).
+ */
 static uint16_t
 free_port(void)
 {
-	for (;;) {
-		struct sockaddr_in a = {.sin_family = AF_INET};
-		socklen_t l = sizeof(a);
-		int u = socket(AF_INET, SOCK_DGRAM, 0), t = socket(AF_INET, SOCK_STREAM, 0);
-		uint16_t port;
-		int ok;
+	static uint32_t x;
 
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		bind(u, (struct sockaddr *)&a, sizeof(a));
-		getsockname(u, (struct sockaddr *)&a, &l);
-		port = ntohs(a.sin_port);
-		ok = bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
-		close(u);
-		close(t);
-		for (unsigned int i = 1; ok && i < THREADS; i++)
-			ok = port <= 65535 - THREADS && port_free((uint16_t)(port + i));
+	if (!x)
+		x = ((uint32_t)getpid() * 2654435761u ^ (uint32_t)now_ms()) | 1u;
+	for (;;) {
+		uint16_t port;
+		bool ok = true;
+
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		port = (uint16_t)(20000 + x % (32768 - 20000 - THREADS));
+		for (unsigned int i = 0; ok && i < THREADS; i++)
+			ok = port_free((uint16_t)(port + i));
 		if (ok)
 			return port;
 	}
