@@ -41,7 +41,7 @@ struct ag_conn {
 	int kind; /**< enum ag_conn_kind */
 	bool outbound;
 	bool connecting;   /**< non-blocking connect in progress */
-	uint8_t restarts;  /**< connects started over since the last one answered */
+	uint8_t restarts;  /**< connects started over since the last one answered (saturates) */
 	uint64_t retry_at; /**< connect again (fd < 0); start over (connecting) */
 	STAILQ_HEAD(, ag_out) outq;
 	/* input */
@@ -283,7 +283,7 @@ conn_connect(struct ag_peers *p, struct ag_conn *k)
 	}
 	k->fd = fd;
 	k->connecting = true;
-	k->retry_at = p->now + ((uint64_t)AG_CONNECT_SYN_US << k->restarts) * 1000;
+	k->retry_at = p->now + (uint64_t)ag_connect_wait_us(k->restarts) * 1000;
 	k->readable = true;
 	k->in_got = 0;
 	k->in_pay_got = 0;
@@ -505,12 +505,11 @@ conn_failed(struct ag_peers *p, struct ag_conn *k)
 	}
 }
 
-/* Is k's connect, unanswered, due to start over (AG_CONNECT_SYN_US)? */
+/* Is k's connect, unanswered, due to start over (ag_connect_wait_us())? */
 static bool
 restart_due(const struct ag_peers *p, const struct ag_conn *k)
 {
-	return k->connecting && k->restarts < AG_CONNECT_RESTARTS &&
-	       (int64_t)(p->now - k->retry_at) >= 0;
+	return k->connecting && (int64_t)(p->now - k->retry_at) >= 0;
 }
 
 static void
@@ -530,7 +529,8 @@ service(struct ag_peers *p, struct ag_conn *k)
 
 		if (poll(&pf, 1, 0) <= 0) {
 			if (restart_due(p, k)) { /* no SYN-ACK: a fresh SYN, not Linux's 1 s */
-				k->restarts++;
+				if (k->restarts < UINT8_MAX)
+					k->restarts++;
 				conn_connect(p, k);
 			}
 			return;
@@ -657,8 +657,7 @@ static uint64_t
 retry_time(const struct ag_conn *k, uint64_t t)
 {
 	if (k && k->outbound && k->retry_at < t &&
-	    ((k->fd < 0 && !STAILQ_EMPTY(&k->outq)) ||
-	     (k->connecting && k->restarts < AG_CONNECT_RESTARTS)))
+	    ((k->fd < 0 && !STAILQ_EMPTY(&k->outq)) || k->connecting))
 		return k->retry_at;
 	return t;
 }

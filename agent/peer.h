@@ -26,13 +26,39 @@
 /** A peer not listening yet (starting up): connect again after this. */
 #define AG_CONNECT_RETRY_US 20000u
 /**
- * A connect not answered this long (a SYN or SYN-ACK lost: Linux sends it
- * again only after 1 s, then 2 s more, whatever the route's rto_min) starts
- * over with a fresh SYN; then twice as long, AG_CONNECT_RESTARTS times at
- * most, before the kernel's own timers alone.
+ * A connect not answered this long (a SYN or SYN-ACK lost) starts over with
+ * a fresh SYN from a new socket; each start-over waits twice as long as the
+ * one before, up to AG_CONNECT_SYN_MAX_US, for AG_CONNECT_FAST_RESTARTS
+ * start-overs (ag_connect_wait_us()). Linux would send the SYN again only
+ * after 1 s, and again 1 s or more after that, whatever the route's
+ * rto_min; and a connection whose SYN it did send again can measure its
+ * RTT from the first SYN (about 1 s: an RTO of 3 s on that connection,
+ * kept in the host's TCP metrics as a start for the next connections to
+ * the same peer). These waits stay under that 1 s, so the kernel does not
+ * send a SYN of ours twice. After them (a path whose answer takes longer
+ * than AG_CONNECT_SYN_MAX_US, rather than a lost SYN) each wait doubles
+ * again, up to 32 times AG_CONNECT_SYN_MAX_US, so that such a path still
+ * connects.
  */
-#define AG_CONNECT_SYN_US   100000u
-#define AG_CONNECT_RESTARTS 3u
+#define AG_CONNECT_SYN_US	 20000u
+#define AG_CONNECT_SYN_MAX_US	 320000u
+#define AG_CONNECT_FAST_RESTARTS 8u
+
+/** How long a connect started over `restarts` times waits for its answer, in us. */
+static inline uint32_t
+ag_connect_wait_us(unsigned int restarts)
+{
+	uint64_t us;
+
+	if (restarts >= AG_CONNECT_FAST_RESTARTS) {
+		unsigned int more = restarts - AG_CONNECT_FAST_RESTARTS + 1;
+
+		return AG_CONNECT_SYN_MAX_US << (more < 5 ? more : 5);
+	}
+	us = (uint64_t)AG_CONNECT_SYN_US << restarts;
+	return us < AG_CONNECT_SYN_MAX_US ? (uint32_t)us : AG_CONNECT_SYN_MAX_US;
+}
+_Static_assert(AG_CONNECT_SYN_MAX_US < 1000000u, "a fresh SYN before Linux's own, at 1 s");
 /**
  * The ranks' TCP (this channel, the NCCL plugin's ncclNet) sends a lost
  * segment again after at least this long instead of Linux's 200 ms

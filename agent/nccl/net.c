@@ -32,7 +32,7 @@
 /** Wait before connecting again to a refusing listener. */
 #define NP_RETRY_MS	  20u
 /* A connect not answered for a while starts over with a fresh SYN, as
- * libcais's ranks do: agent/peer.h AG_CONNECT_SYN_US, AG_CONNECT_RESTARTS. */
+ * libcais's ranks do: agent/peer.h ag_connect_wait_us(). */
 
 _Static_assert(sizeof(struct np_net_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits NCCL's");
 
@@ -56,7 +56,7 @@ struct np_connecting {
 	uint64_t deadline;     /**< give up then */
 	uint64_t retry_at;     /**< the next attempt after a refusal; with fd >= 0
 				*   and nothing sent: when the SYN starts over */
-	unsigned int restarts; /**< unanswered SYNs started over (AG_CONNECT_SYN_US) */
+	unsigned int restarts; /**< unanswered SYNs started over (ag_connect_wait_us()) */
 	size_t sent;	       /**< hello bytes sent */
 	struct np_hello hello;
 };
@@ -167,7 +167,7 @@ connect_start(struct np_connecting *s, const struct sockaddr_in *a)
 		return err;
 	}
 	s->sent = 0;
-	s->retry_at = np_now_ms() + ((uint64_t)(AG_CONNECT_SYN_US / 1000) << s->restarts);
+	s->retry_at = np_now_ms() + ag_connect_wait_us(s->restarts) / 1000;
 	return 0;
 }
 
@@ -190,7 +190,7 @@ connect_step(struct np_connecting *s, const struct sockaddr_in *a)
 	} else if (s->sent == 0) {
 		if (poll(&pfd, 1, 0) == 0) {
 			/* the handshake is under way; unanswered too long, it starts over */
-			if (s->restarts >= AG_CONNECT_RESTARTS || np_now_ms() < s->retry_at)
+			if (np_now_ms() < s->retry_at)
 				return 0;
 			close(s->fd);
 			s->restarts++;

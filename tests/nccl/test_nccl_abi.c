@@ -36,6 +36,7 @@
 
 #include "../../agent/nccl/nccl_abi.h"
 #include "../../agent/nccl/wire.h"
+#include "../../agent/peer.h"
 
 static const char *plugin_path;
 static void *lib;
@@ -762,11 +763,14 @@ test_net_nonblocking(void **state)
 	       nulls, longest * 1e3);
 }
 
-/* ncclNet's connect whose SYN is dropped starts over after 100 ms (then 200),
- * where Linux would send the SYN again only after 1 s. The listener is the
- * test's own, its accept queue full (backlog 0 and one connection not
- * accepted), so the kernel drops the SYNs; the test frees it at 150 ms, and
- * the fresh SYN at 100 + 200 ms gets through. */
+/* ncclNet's connect whose SYN is dropped starts over with a fresh SYN
+ * (agent/peer.h ag_connect_wait_us(): after 20 ms, then twice as long up to
+ * 320 ms, eight times), where Linux would send the SYN again only after 1 s, and again
+ * 1 s or more after that. The listener is the test's own, its accept queue
+ * full (backlog 0 and one connection not accepted), so the kernel drops the
+ * SYNs; the test frees it at 1 s, and the next fresh SYN (at 1.26 s) gets
+ * through, not one of the kernel's own (1 s after a connect's last fresh
+ * SYN, and each 1 s after that). */
 static void
 test_net_syn_lost(void **state)
 {
@@ -778,7 +782,7 @@ test_net_syn_lost(void **state)
 	struct np_hello hello;
 	void *ctx = NULL, *l = NULL, *sc = NULL;
 	int lfd, filler, conn = -1;
-	double t0, t_conn;
+	double t0, t_conn, t_syn = 0;
 
 	(void)state;
 	assert_int_equal(net->init(&ctx, 6, NULL, NULL, NULL), ncclSuccess);
@@ -796,9 +800,9 @@ test_net_syn_lost(void **state)
 	nh->port = a.sin_port;
 
 	t0 = now_s();
-	while (!sc && now_s() - t0 < 3) {
+	while (!sc && now_s() - t0 < 4) {
 		assert_int_equal(net->connect(ctx, 0, h, &sc, NULL), ncclSuccess);
-		if (filler >= 0 && now_s() - t0 >= 0.150) {
+		if (filler >= 0 && now_s() - t0 >= 1.0) {
 			int q = accept(lfd, NULL, NULL); /* the queue has room again */
 
 			assert_true(q >= 0);
@@ -810,9 +814,14 @@ test_net_syn_lost(void **state)
 	}
 	t_conn = now_s() - t0;
 	assert_non_null(sc);
-	print_message("connected after %.0f ms\n", t_conn * 1e3);
-	/* the fresh SYN at 300 ms (100 + 200), not Linux's own at 1 s */
-	assert_true(t_conn >= 0.250 && t_conn < 0.800);
+	/* the first fresh SYN after the queue has room */
+	for (unsigned int r = 0; t_syn <= 1.0; r++)
+		t_syn += ag_connect_wait_us(r) / 1e6;
+	print_message("connected after %.0f ms (a fresh SYN at %.0f ms)\n", t_conn * 1e3,
+		      t_syn * 1e3);
+	assert_true(t_syn < 1.5);
+	/* on that SYN: not on one of the kernel's, earlier or later */
+	assert_true(t_conn >= t_syn - 0.02 && t_conn < t_syn + 0.2);
 	assert_null(nh->stage);
 	/* and the connection starts with the hello of the handle's listener */
 	for (int i = 0; i < 100 && conn < 0; i++, usleep(1000))

@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent/peer.c against a listener of the test's own on loopback: a connect
- * whose SYN is dropped starts over after AG_CONNECT_SYN_US (then twice
- * that), where Linux would send the SYN again only after 1 s. The
- * listener's accept queue is full (backlog 0 and one connection not
- * accepted), so the kernel drops the channel's SYNs; the test frees it at
- * 150 ms, and the channel's fresh SYN at 100 + 200 ms gets through.
- * And the ranks' TCP retransmission floor (AG_RTO_MIN_US, or
- * AG_RTO_MIN_ENV's value) on the channel's outbound and accepted
- * connections.
+ * whose SYN is dropped starts over with a fresh SYN (ag_connect_wait_us():
+ * after 20 ms, then twice as long up to 320 ms, eight times), where Linux
+ * would send the SYN again only after 1 s, and again 1 s or more after
+ * that. The listener's accept queue is full (backlog 0 and one connection
+ * not accepted), so the kernel drops the channel's SYNs; the test frees it
+ * at 1 s, and the channel's next fresh SYN (at 1.26 s) gets through. A
+ * channel that stopped starting over after three times (with the first
+ * three of these waits, or 100, 200 and 400 ms as it did before) would
+ * connect on the kernel's own SYN: 1 s after its last fresh one, and each
+ * 1 s after that. And the schedule of those waits (t_connect_waits), and
+ * the ranks' TCP retransmission floor (AG_RTO_MIN_US, or AG_RTO_MIN_ENV's
+ * value) on the channel's outbound and accepted connections.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +36,7 @@
 #include "../../agent/peer.h"
 
 #define MS 1000000ull /* ns */
+#define SYN_FREED_MS 1000u	/* the listener's accept queue has room again then */
 
 static uint64_t
 now_ns(void)
@@ -78,6 +84,33 @@ peer_listener(struct sockaddr_in addrs[2], int flags, int backlog)
 	return lfd;
 }
 
+/*
+ * ag_connect_wait_us(): the first AG_CONNECT_FAST_RESTARTS waits each under
+ * Linux's 1 s (the kernel never sends one of those SYNs again), none
+ * shorter than the one before; after them, a path whose answer takes
+ * longer than that still connects: the waits grow to seconds, and stay
+ * bounded.
+ */
+static void
+t_connect_waits(void **state)
+{
+	uint32_t prev = 0;
+
+	(void)state;
+	assert_int_equal(ag_connect_wait_us(0), 20000);
+	for (unsigned int r = 0; r < 64; r++) {
+		uint32_t w = ag_connect_wait_us(r);
+
+		assert_true(w >= prev);
+		if (r < AG_CONNECT_FAST_RESTARTS)
+			assert_true(w <= AG_CONNECT_SYN_MAX_US && w < 1000000);
+		prev = w;
+	}
+	assert_true(ag_connect_wait_us(AG_CONNECT_FAST_RESTARTS) > AG_CONNECT_SYN_MAX_US);
+	assert_true(prev >= 5000000 && prev <= 20000000);
+	assert_int_equal(ag_connect_wait_us(UINT_MAX), prev);
+}
+
 static void
 t_syn_lost(void **state)
 {
@@ -86,7 +119,7 @@ t_syn_lost(void **state)
 	struct ag_peers *p;
 	struct ag_msg m, hello;
 	int lfd, filler, conn = -1;
-	uint64_t t0, t_conn = 0;
+	uint64_t t0, t_conn = 0, t_syn = 0;
 
 	(void)state;
 	/* the peer: a listener whose accept queue one connection fills */
@@ -99,7 +132,7 @@ t_syn_lost(void **state)
 	t0 = now_ns();
 	ag_peers_progress(p, t0);
 	assert_int_equal(ag_peers_send(p, 1, &m, NULL, 0), 0); /* connects: the SYN is dropped */
-	while (now_ns() - t0 < 3000 * MS) {
+	while (now_ns() - t0 < 4000 * MS) {
 		struct pollfd pfd[8];
 		uint64_t now = now_ns(), next = ag_peers_next_timer(p);
 		unsigned int n = ag_peers_pollfds(p, pfd, 8);
@@ -110,7 +143,7 @@ t_syn_lost(void **state)
 		poll(pfd, n, wait_ms);
 		ag_peers_polled(p, pfd, n);
 		ag_peers_progress(p, now_ns());
-		if (filler >= 0 && now_ns() - t0 >= 150 * MS) {
+		if (filler >= 0 && now_ns() - t0 >= SYN_FREED_MS * MS) {
 			int a = accept(lfd, NULL, NULL); /* the queue has room again */
 
 			assert_true(a >= 0);
@@ -124,9 +157,14 @@ t_syn_lost(void **state)
 		}
 	}
 	assert_true(conn >= 0);
-	print_message("connected after %.0f ms\n", (double)t_conn / MS);
-	/* a fresh SYN at 300 ms (100 + 200), not Linux's own at 1 s */
-	assert_true(t_conn >= 250 * MS && t_conn < 800 * MS);
+	/* the first fresh SYN after the queue has room */
+	for (unsigned int r = 0; t_syn <= SYN_FREED_MS * MS; r++)
+		t_syn += (uint64_t)ag_connect_wait_us(r) * 1000;
+	print_message("connected after %.0f ms (a fresh SYN at %.0f ms)\n", (double)t_conn / MS,
+		      (double)t_syn / MS);
+	assert_true(t_syn < 1500 * MS);
+	/* on that SYN: not on one of the kernel's, earlier or later */
+	assert_true(t_conn >= t_syn - 20 * MS && t_conn < t_syn + 200 * MS);
 	/* and the stream starts with HELLO, as any */
 	for (int i = 0; i < 100; i++) {
 		struct pollfd pfd[8];
@@ -301,6 +339,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(t_connect_waits),
 	    cmocka_unit_test(t_syn_lost),
 	    cmocka_unit_test(t_rto_min),
 	};
