@@ -169,8 +169,10 @@ setup_comms(const struct setup_opts *o)
 static void
 teardown_comms(void)
 {
-	for (unsigned int r = 0; r < N; r++)
+	for (unsigned int r = 0; r < N; r++) {
 		assert_int_equal(cais_comm_destroy(COMM[r]), 0);
+		COMM[r] = NULL;
+	}
 	fs_stop(SW);
 	SW = NULL;
 	if (SW2)
@@ -1214,6 +1216,7 @@ t_errors(void **state)
 struct fake_mgr {
 	struct ctl_endpoint *ep;
 	pthread_t thread;
+	bool running; /**< its thread started and not yet joined */
 	atomic_bool stop;
 	pthread_mutex_t lock;
 	unsigned int joined, registered, reports;
@@ -1542,17 +1545,51 @@ fm_start(bool old, bool fail, bool silent, char addr[64])
 	ec.addr.sin_port = htons(free_port());
 	assert_int_equal(ctl_endpoint_open(&ec, &FM.ep), 0);
 	assert_int_equal(pthread_create(&FM.thread, NULL, fm_main, &FM), 0);
+	FM.running = true;
 	snprintf(addr, 64, "127.0.0.1:%u", ntohs(ec.addr.sin_port));
+}
+
+/* The fake manager's thread and endpoint, if they run. */
+static void
+fm_end(void)
+{
+	if (!FM.running)
+		return;
+	atomic_store(&FM.stop, true);
+	pthread_join(FM.thread, NULL);
+	FM.running = false;
+	ctl_endpoint_close(FM.ep);
+	json_decref(FM.members);
 }
 
 static void
 fm_stop(void)
 {
-	atomic_store(&FM.stop, true);
-	pthread_join(FM.thread, NULL);
-	ctl_endpoint_close(FM.ep);
-	json_decref(FM.members);
+	fm_end();
 	teardown_comms();
+}
+
+/*
+ * After every test, what a failed one left running (one that passed has
+ * stopped it all): the fake manager, the ranks' communicators, the fake
+ * switches. The next test would otherwise run beside them, and fail too.
+ */
+static int
+leftovers(void **state)
+{
+	(void)state;
+	fm_end();
+	for (unsigned int r = 0; r < MAXN; r++) {
+		if (COMM[r])
+			cais_comm_destroy(COMM[r]);
+		COMM[r] = NULL;
+	}
+	if (SW)
+		fs_stop(SW);
+	if (SW2)
+		fs_stop(SW2);
+	SW = SW2 = NULL;
+	return 0;
 }
 
 /*
@@ -1796,34 +1833,34 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_basic),
-	    cmocka_unit_test(t_ring),
-	    cmocka_unit_test(t_block16),
-	    cmocka_unit_test(t_block16_refused),
-	    cmocka_unit_test(t_threshold),
-	    cmocka_unit_test(t_loss),
-	    cmocka_unit_test(t_reject),
-	    cmocka_unit_test(t_fwd_only),
-	    cmocka_unit_test(t_silent),
-	    cmocka_unit_test(t_acked_never_done),
-	    cmocka_unit_test(t_results_lost_one_rank),
-	    cmocka_unit_test(t_data_lost_one_rank),
-	    cmocka_unit_test(t_overflow),
-	    cmocka_unit_test(t_saturated_input),
-	    cmocka_unit_test(t_in_place),
-	    cmocka_unit_test(t_outstanding),
-	    cmocka_unit_test(t_slow_rank),
-	    cmocka_unit_test(t_stall),
-	    cmocka_unit_test(t_restart),
-	    cmocka_unit_test(t_error_alarm),
-	    cmocka_unit_test(t_timeout),
-	    cmocka_unit_test(t_errors),
-	    cmocka_unit_test(t_join_manager),
-	    cmocka_unit_test(t_flows),
-	    cmocka_unit_test(t_stripes),
-	    cmocka_unit_test(t_join_manager_old),
-	    cmocka_unit_test(t_join_manager_step_fails),
-	    cmocka_unit_test(t_join_manager_silent),
+	    cmocka_unit_test_teardown(t_basic, leftovers),
+	    cmocka_unit_test_teardown(t_ring, leftovers),
+	    cmocka_unit_test_teardown(t_block16, leftovers),
+	    cmocka_unit_test_teardown(t_block16_refused, leftovers),
+	    cmocka_unit_test_teardown(t_threshold, leftovers),
+	    cmocka_unit_test_teardown(t_loss, leftovers),
+	    cmocka_unit_test_teardown(t_reject, leftovers),
+	    cmocka_unit_test_teardown(t_fwd_only, leftovers),
+	    cmocka_unit_test_teardown(t_silent, leftovers),
+	    cmocka_unit_test_teardown(t_acked_never_done, leftovers),
+	    cmocka_unit_test_teardown(t_results_lost_one_rank, leftovers),
+	    cmocka_unit_test_teardown(t_data_lost_one_rank, leftovers),
+	    cmocka_unit_test_teardown(t_overflow, leftovers),
+	    cmocka_unit_test_teardown(t_saturated_input, leftovers),
+	    cmocka_unit_test_teardown(t_in_place, leftovers),
+	    cmocka_unit_test_teardown(t_outstanding, leftovers),
+	    cmocka_unit_test_teardown(t_slow_rank, leftovers),
+	    cmocka_unit_test_teardown(t_stall, leftovers),
+	    cmocka_unit_test_teardown(t_restart, leftovers),
+	    cmocka_unit_test_teardown(t_error_alarm, leftovers),
+	    cmocka_unit_test_teardown(t_timeout, leftovers),
+	    cmocka_unit_test_teardown(t_errors, leftovers),
+	    cmocka_unit_test_teardown(t_join_manager, leftovers),
+	    cmocka_unit_test_teardown(t_flows, leftovers),
+	    cmocka_unit_test_teardown(t_stripes, leftovers),
+	    cmocka_unit_test_teardown(t_join_manager_old, leftovers),
+	    cmocka_unit_test_teardown(t_join_manager_step_fails, leftovers),
+	    cmocka_unit_test_teardown(t_join_manager_silent, leftovers),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
