@@ -765,12 +765,12 @@ test_net_nonblocking(void **state)
 
 /* ncclNet's connect whose SYN is dropped starts over with a fresh SYN
  * (agent/peer.h ag_connect_wait_us(): after 20 ms, then twice as long up to
- * 320 ms, eight times), where Linux would send the SYN again only after 1 s, and again
- * 1 s or more after that. The listener is the test's own, its accept queue
- * full (backlog 0 and one connection not accepted), so the kernel drops the
- * SYNs; the test frees it at 1 s, and the next fresh SYN (at 1.26 s) gets
- * through, not one of the kernel's own (1 s after a connect's last fresh
- * SYN, and each 1 s after that). */
+ * 320 ms, eight times), where Linux would send the SYN again only after
+ * 1 s, and again 1 s or more after that. The listener is the test's own,
+ * its accept queue full (backlog 0 and one connection not accepted), so the
+ * kernel drops the SYNs; the test frees it at 1 s, and the next fresh SYN
+ * (at 1.26 s) gets through, not one of the kernel's own (1 s after a
+ * connect's last fresh SYN, and each 1 s after that). */
 static void
 test_net_syn_lost(void **state)
 {
