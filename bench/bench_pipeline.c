@@ -28,7 +28,8 @@
  *
  * --lcores: the scaling table instead (measure_lcores()): the pipeline on k
  * lcores at once, each lcore its share of every batch as RSS would spread the
- * flows, handoffs between them included; and, between the batches, what k
+ * flows (first in its own cache: own_cache()), handoffs between them
+ * included; and, between the batches, what k
  * lcores of this machine give work bound by instructions (probe_worker()).
  */
 #include <errno.h>
@@ -552,8 +553,10 @@ usage(void)
 	       "wrote them; a NIC with DDIO leaves them in the shared cache). x86 only.\n"
 	       "--lcores 1,2: instead, the scaling table: the pipeline on each k lcores of\n"
 	       "the list (it starts with 1, at most the CPUs), traffic spread as RSS would by\n"
-	       "flow, with aligned flows (E7) and with one flow per rank (handoffs); beside\n"
-	       "it the machine's own scaling, an integer loop on k lcores against one.\n");
+	       "flow, with aligned flows (E7) and with one flow per rank (handoffs), each\n"
+	       "lcore's share in its own cache (as its RX queue leaves it; --cold: in\n"
+	       "memory); beside it the machine's own scaling, an integer loop on k lcores\n"
+	       "against one.\n");
 }
 
 /* "fixed32,block16" into out[]; @return the count; exit(2) on a bad list. */
@@ -1109,12 +1112,13 @@ main(int argc, char **argv)
 						return 1;
 		printf(
 		    "  (k lcores, each running its share of every batch as its poll loop would,\n"
-		    "   handoffs included; flows: each rank k flows, flow i the seqs i mod k\n"
-		    "   (E7), so each lcore owns what it receives; ranks: one flow per rank on\n"
-		    "   lcore rank mod k; cpu: the machine's own scaling, an integer loop\n"
-		    "   on k lcores at once against one, run between the batches (two vCPUs\n"
-		    "   may share a core); of cpu: vs k=1 over cpu; handoff: the share of\n"
-		    "   DATA passed to the slot's owner)\n");
+		    "   handoffs included, the share first in its own cache as its RX queue\n"
+		    "   leaves it (--cold: in memory); flows: each rank k flows, flow i the\n"
+		    "   seqs i mod k (E7), so each lcore owns what it receives; ranks: one flow\n"
+		    "   per rank on lcore rank mod k; cpu: the machine's own scaling, an\n"
+		    "   integer loop on k lcores at once against one, run between the batches\n"
+		    "   (two vCPUs may share a core); of cpu: vs k=1 over cpu; handoff: the\n"
+		    "   share of DATA passed to the slot's owner)\n");
 		if (pl.csv)
 			fclose(pl.csv);
 		rte_eal_cleanup();
