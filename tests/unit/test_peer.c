@@ -163,8 +163,10 @@ t_syn_lost(void **state)
 	print_message("connected after %.0f ms (a fresh SYN at %.0f ms)\n", (double)t_conn / MS,
 		      (double)t_syn / MS);
 	assert_true(t_syn < 1500 * MS);
-	/* on that SYN: not on one of the kernel's, earlier or later */
-	assert_true(t_conn >= t_syn - 20 * MS && t_conn < t_syn + 200 * MS);
+	/* on that SYN, not on one of the kernel's: those come 1 s after a
+	 * connect's last fresh SYN (1.14 s after three of these waits, 1.7 s
+	 * after 100, 200 and 400 ms) */
+	assert_true(t_conn >= t_syn - 20 * MS && t_conn < t_syn + 400 * MS);
 	/* and the stream starts with HELLO, as any */
 	for (int i = 0; i < 100; i++) {
 		struct pollfd pfd[8];
