@@ -29,8 +29,8 @@
  * --lcores: the scaling table instead (measure_lcores()): the pipeline on k
  * lcores at once, each lcore its share of every batch as RSS would spread the
  * flows (first in its own cache: own_cache()), handoffs between them
- * included; and, between the batches, what k
- * lcores of this machine give work bound by instructions (probe_worker()).
+ * included; and, between the batches, what k lcores of this machine give
+ * work bound by instructions (probe_worker()).
  */
 #include <errno.h>
 #include <stdatomic.h>

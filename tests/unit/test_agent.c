@@ -166,6 +166,17 @@ setup_comms(const struct setup_opts *o)
 	}
 }
 
+/* The fake switches that run. */
+static void
+stop_switches(void)
+{
+	if (SW)
+		fs_stop(SW);
+	if (SW2)
+		fs_stop(SW2);
+	SW = SW2 = NULL;
+}
+
 static void
 teardown_comms(void)
 {
@@ -173,11 +184,7 @@ teardown_comms(void)
 		assert_int_equal(cais_comm_destroy(COMM[r]), 0);
 		COMM[r] = NULL;
 	}
-	fs_stop(SW);
-	SW = NULL;
-	if (SW2)
-		fs_stop(SW2);
-	SW2 = NULL;
+	stop_switches();
 }
 
 /* ---- values and bounds ---- */
@@ -1584,11 +1591,7 @@ leftovers(void **state)
 			cais_comm_destroy(COMM[r]);
 		COMM[r] = NULL;
 	}
-	if (SW)
-		fs_stop(SW);
-	if (SW2)
-		fs_stop(SW2);
-	SW = SW2 = NULL;
+	stop_switches();
 	return 0;
 }
 
