@@ -79,6 +79,7 @@ struct ag_window {
 	bool hints;		   /**< ... which named them: the session has loss_hints */
 	struct ag_lane lane[AG_MAX_LANES];
 	uint64_t heard_result;	    /**< when the last RESULT came */
+	uint64_t heard_first;	    /**< ... and when its chunk's first DATA went */
 	uint64_t last_probe;	    /**< when the last probe went (retransmit_now()) */
 	bool probe_out;		    /**< ... and it has had no answer yet */
 	bool probe_missed;	    /**< ... nor had the one before it */
@@ -458,13 +459,27 @@ newest_sent(const struct ag_window *w)
 	return newest_per_lane(w, &e, 1) ? e : NULL;
 }
 
-/* When the next QUERY about e, the newest chunk sent, is due. */
+/*
+ * When the next QUERY about e, the newest chunk sent, is due: a round trip
+ * after the later of its send, the last RESULT and the last QUERY, doubled
+ * per QUERY since that RESULT. At most AG_QUERY_SIBLING_TIMERS timers when
+ * the last RESULT came after e went and was for a chunk whose first DATA
+ * went with e's, in one send: every rank sends its chunks in seq order, so
+ * each rank's DATA of e's round left right behind the DATA that completed
+ * that round, and e's RESULT is due with it, not a round trip later (one
+ * that holds the waits for other ranks: lost, its RESULT would cost the
+ * collective that wait again).
+ */
 static uint64_t
 query_due(const struct ag_window *w, const struct ag_window_entry *e)
 {
 	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
-	uint64_t most = (uint64_t)AG_QUERY_IV_MAX_US * 1000, iv = gap << w->query_backoff;
+	uint64_t most = (uint64_t)AG_QUERY_IV_MAX_US * 1000, iv;
+	uint64_t sibling = AG_QUERY_SIBLING_TIMERS * retx_floor(w);
 
+	if (w->heard_result > e->t_sent && w->heard_first == e->t_first && gap > sibling)
+		gap = sibling;
+	iv = gap << w->query_backoff;
 	if (w->heard_result > since)
 		since = w->heard_result;
 	if (w->last_query > since)
@@ -595,6 +610,7 @@ handle_result(struct ag_window *w, struct ag_window_entry *e, const uint8_t *p,
 		w->lane[l].clear_seq = e->seq;
 	}
 	w->heard_result = now;
+	w->heard_first = e->t_first;
 	if (e->probe) { /* a loss, or the probe crossed its RESULT: ask the next */
 		w->probe_chain = true;
 		w->probe_out = w->probe_missed = false;
@@ -1039,6 +1055,8 @@ cold(const struct ag_window *w, uint64_t now)
  * RESULTs' time, waits for other ranks included; the configured timer at
  * least) after the later of the last RESULT, the last QUERY and the newest
  * chunk's last send: sooner, most QUERYs would only cross their RESULT.
+ * A few timers at most when that RESULT was for a chunk sent with the
+ * newest one (query_due()): its round's RESULT is due with it.
  * The interval doubles per QUERY until a RESULT comes, six times and
  * AG_QUERY_IV_MAX_US (or the round trip) at most;
  * not while the socket holds datagrams not read yet (a thread descheduled

@@ -739,6 +739,35 @@ t_query_srtt(void **state)
 }
 
 /*
+ * A RESULT of a chunk whose first DATA went with the newest one's: the ranks'
+ * DATA of that send are in (each sends in seq order), so the newest's RESULT
+ * is due with it, and the QUERY goes AG_QUERY_SIBLING_TIMERS timers (4 ms)
+ * after that RESULT, not the round trip after it (10 ms from seq 0, with a
+ * wait for others in it). A RESULT of a chunk sent before the newest one
+ * says nothing of its round: the round trip again. seq 0's RESULT at
+ * 10 ms: srtt 10 ms, 9 ms after seq 1's 2 ms.
+ */
+static void
+t_query_sibling(void **state)
+{
+	struct fixture *f = *state;
+	const double sib = AG_QUERY_SIBLING_TIMERS * 1.0; /* ms */
+
+	send_one_at(f, 0, 0);
+	answer_at(f, 0, CAIS_TYPE_RESULT, 10.0);
+	queue_one(f, 1);
+	queue_one(f, 2);
+	assert_int_equal(tx_at(f, 10.0), 0); /* 1 and 2 in one send */
+	answer_at(f, 1, CAIS_TYPE_RESULT, 12.0);
+	queries_at(f, 12.0 + sib - 0.1, 0, ANY_SEQ);
+	queries_at(f, 12.0 + sib, 1, 2); /* after seq 1's RESULT, not 9 ms */
+	send_one_at(f, 3, 12.5 + sib);
+	answer_at(f, 2, CAIS_TYPE_RESULT, 13.0 + sib); /* seq 3 went after seq 2 */
+	queries_at(f, 21.9 + sib, 1, ANY_SEQ);
+	queries_at(f, 22.0 + sib, 2, 3); /* the round trip, 9 ms, after that RESULT */
+}
+
+/*
  * A round that waits long for the others (every QUERY ACKed): the interval
  * doubles from the 1 ms timer, 2, 4, ... 32 ms, then stays at
  * AG_QUERY_IV_MAX_US (50 ms), not 64: a RESULT lost after the wait is asked
@@ -1021,6 +1050,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_query_probe_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_capped, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_sibling, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
