@@ -51,8 +51,9 @@
  */
 #define AG_QUERY_IV_MAX_US 50000u
 /**
- * A QUERY about the newest chunk goes this many timers after the RESULT of
- * a chunk sent with it (window.c query_due()), not a round trip.
+ * A QUERY about the newest chunk goes at most this many timers after the
+ * RESULT of a chunk sent with it (window.c query_due()), not a round trip
+ * that holds the waits for other ranks.
  */
 #define AG_QUERY_SIBLING_TIMERS 4u
 /** After an ACK a chunk waits twice its wait so far, at most this. */
