@@ -460,25 +460,42 @@ newest_sent(const struct ag_window *w)
 }
 
 /*
+ * Whether e, the first chunk of its collective, is the only chunk the window
+ * holds: a collective of one chunk (or a cold flow's first DATA, cold()).
+ */
+static inline bool
+alone(const struct ag_window *w, const struct ag_window_entry *e)
+{
+	return e->idx == 0 && w->base == e->seq && w->next == e->seq + 1;
+}
+
+/*
  * When the next QUERY about e, the newest chunk sent, is due: a round trip
  * after the later of its send, the last RESULT and the last QUERY, doubled
- * per QUERY since that RESULT. At most AG_QUERY_SIBLING_TIMERS timers when
- * the last RESULT came after e went and was for a chunk whose first DATA
- * went with e's, in one send: every rank sends its chunks in seq order, so
- * each rank's DATA of e's round left right behind the DATA that completed
- * that round, and e's RESULT is due with it, not a round trip later (one
- * that holds the waits for other ranks: lost, its RESULT would cost the
- * collective that wait again).
+ * per QUERY since that RESULT. At most AG_QUERY_SOON_TIMERS timers
+ * - when the last RESULT came after e went and was for a chunk whose first
+ *   DATA went with e's, in one send: every rank sends its chunks in seq
+ *   order, so each rank's DATA of e's round left right behind the DATA that
+ *   completed that round, and e's RESULT is due with it, not a round trip
+ *   later (one that holds the waits for other ranks: lost, its RESULT would
+ *   cost the collective that wait again);
+ * - and when e is a collective's only chunk (alone()): no other RESULT will
+ *   say when its round is due, and the round trip holds the waits for other
+ *   ranks, among them their repairs of losses, each a round trip long.
+ *   Its QUERYs then go 4, 8, 16, ... timers apart while the round waits
+ *   (answered with ACKs, header-sized), and a DATA or RESULT of it that was
+ *   lost is asked about within about twice the round's own wait.
  */
 static uint64_t
 query_due(const struct ag_window *w, const struct ag_window_entry *e)
 {
 	uint64_t since = e->t_sent, gap = w->srtt > retx_floor(w) ? w->srtt : retx_floor(w);
 	uint64_t most = (uint64_t)AG_QUERY_IV_MAX_US * 1000, iv;
-	uint64_t sibling = AG_QUERY_SIBLING_TIMERS * retx_floor(w);
+	uint64_t soon = AG_QUERY_SOON_TIMERS * retx_floor(w);
+	bool sibling = w->heard_result > e->t_sent && w->heard_first == e->t_first;
 
-	if (w->heard_result > e->t_sent && w->heard_first == e->t_first && gap > sibling)
-		gap = sibling;
+	if ((sibling || alone(w, e)) && gap > soon)
+		gap = soon;
 	iv = gap << w->query_backoff;
 	if (w->heard_result > since)
 		since = w->heard_result;
@@ -1056,7 +1073,8 @@ cold(const struct ag_window *w, uint64_t now)
  * least) after the later of the last RESULT, the last QUERY and the newest
  * chunk's last send: sooner, most QUERYs would only cross their RESULT.
  * A few timers at most when that RESULT was for a chunk sent with the
- * newest one (query_due()): its round's RESULT is due with it.
+ * newest one (its round's RESULT is due with it) or when the newest is its
+ * collective's only chunk (query_due()).
  * The interval doubles per QUERY until a RESULT comes, six times and
  * AG_QUERY_IV_MAX_US (or the round trip) at most;
  * not while the socket holds datagrams not read yet (a thread descheduled

@@ -52,10 +52,11 @@
 #define AG_QUERY_IV_MAX_US 50000u
 /**
  * A QUERY about the newest chunk goes at most this many timers after the
- * RESULT of a chunk sent with it (window.c query_due()), not a round trip
- * that holds the waits for other ranks.
+ * RESULT of a chunk sent with it, or after the send of a collective's only
+ * chunk (window.c query_due()), not a round trip that holds the waits for
+ * other ranks.
  */
-#define AG_QUERY_SIBLING_TIMERS 4u
+#define AG_QUERY_SOON_TIMERS 4u
 /** After an ACK a chunk waits twice its wait so far, at most this. */
 #define AG_ACK_WAIT_MAX_US 500000u
 /** A switch is silent only after it sent a flow nothing for this long (E6). */

@@ -741,7 +741,7 @@ t_query_srtt(void **state)
 /*
  * A RESULT of a chunk whose first DATA went with the newest one's: the ranks'
  * DATA of that send are in (each sends in seq order), so the newest's RESULT
- * is due with it, and the QUERY goes AG_QUERY_SIBLING_TIMERS timers (4 ms)
+ * is due with it, and the QUERY goes AG_QUERY_SOON_TIMERS timers (4 ms)
  * after that RESULT, not the round trip after it (10 ms from seq 0, with a
  * wait for others in it). A RESULT of a chunk sent before the newest one
  * says nothing of its round: the round trip again. seq 0's RESULT at
@@ -751,9 +751,9 @@ static void
 t_query_sibling(void **state)
 {
 	struct fixture *f = *state;
-	const double sib = AG_QUERY_SIBLING_TIMERS * 1.0; /* ms */
+	const double sib = AG_QUERY_SOON_TIMERS * 1.0; /* ms */
 
-	_Static_assert(AG_QUERY_SIBLING_TIMERS < 9, "shorter than the 9 ms round trip below");
+	_Static_assert(AG_QUERY_SOON_TIMERS < 9, "shorter than the 9 ms round trip below");
 
 	send_one_at(f, 0, 0);
 	answer_at(f, 0, CAIS_TYPE_RESULT, 10.0);
@@ -767,6 +767,43 @@ t_query_sibling(void **state)
 	answer_at(f, 2, CAIS_TYPE_RESULT, 13.0 + sib); /* seq 3 went after seq 2 */
 	queries_at(f, 21.9 + sib, 1, ANY_SEQ);
 	queries_at(f, 22.0 + sib, 2, 3); /* the round trip, 9 ms, after that RESULT */
+}
+
+/*
+ * A collective's only chunk (its first, alone in the window) is asked about
+ * AG_QUERY_SOON_TIMERS timers (4 ms) after it went, then at twice that
+ * interval, not the round trip (10 ms, learned from seq 0's RESULT): no
+ * other RESULT will say when its round is due. A chunk alone that is not
+ * its collective's first (seq 1), and a collective's first chunk sent while
+ * an older one is held (seq 3), wait the round trip.
+ */
+static void
+t_query_lone(void **state)
+{
+	struct fixture *f = *state;
+	const double soon = AG_QUERY_SOON_TIMERS * 1.0; /* ms */
+
+	_Static_assert(AG_QUERY_SOON_TIMERS * 3 < 20, "three intervals inside the two round trips");
+
+	send_one_at(f, 0, 0);
+	answer_at(f, 0, CAIS_TYPE_RESULT, 10.0);
+	send_one_at(f, 1, 10.0);
+	queries_at(f, 19.9, 0, ANY_SEQ);
+	queries_at(f, 20.0, 1, 1); /* idx 1: the round trip */
+	answer_at(f, 1, CAIS_TYPE_RESULT, 20.5);
+	ag_window_send(f->w, 2, 1, CAIS_DT_FIXED32, ELEMS, f->payload[2], f, 0, &f->retx);
+	assert_int_equal(tx_at(f, 21.0), 0);
+	queries_at(f, 21.0 + soon - 0.1, 1, ANY_SEQ);
+	queries_at(f, 21.0 + soon, 2, 2);
+	answer_at(f, 2, CAIS_TYPE_ACK, 21.1 + soon);
+	queries_at(f, 21.0 + 3 * soon - 0.1, 2, ANY_SEQ);
+	queries_at(f, 21.0 + 3 * soon, 3, 2); /* twice the interval */
+	/* seq 3, a collective's only chunk, behind seq 2 (held): the round
+	 * trip, doubled twice since the last RESULT, 40 ms after its send,
+	 * which its timer sends again first (at 63.5 ms) */
+	ag_window_send(f->w, 3, 1, CAIS_DT_FIXED32, ELEMS, f->payload[3], f, 0, &f->retx);
+	tx_at(f, 21.5 + 3 * soon);
+	queries_at(f, 61.5, 3, ANY_SEQ); /* alone, it would go at 33.5 + 16 ms */
 }
 
 /*
@@ -1053,6 +1090,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_query_srtt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_capped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_query_sibling, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_query_lone, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_alone, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_unanswered, open_window, teardown),
 	    cmocka_unit_test_setup_teardown(t_first_forgotten, open_window, teardown),
