@@ -973,11 +973,17 @@ match_output(const uint8_t *f, uint32_t len, uint16_t port)
 	if (!why) {
 		if (rd16(f + 12) == 0x0800)
 			cais_hdr_read((const struct cais_hdr *)(f + CAIS_FRAME_HDR_OFF), &h);
-		for (unsigned int i = 0; i < n_expects; i++) {
-			struct expect *x = &expects[i];
+		/*
+		 * Required records first, then the optional NACK records: a
+		 * QUERY's NACK answer and a NACK record the switch left out (its
+		 * round's NACK gap) can be the same frame, which must then count
+		 * for the answer.
+		 */
+		for (unsigned int k = 0; k < 2 * n_expects; k++) {
+			struct expect *x = &expects[k % n_expects];
 			bool ok;
 
-			if (x->matched ||
+			if (x->matched || (x->kind == X_NACK) != (k >= n_expects) ||
 			    (x->port != port && !(x->kind == X_NACK && x->port == 0xFFFF)))
 				continue;
 			if (x->kind == X_ARP)
