@@ -21,8 +21,6 @@
 #   FUZZ_WORK          where to put the corpus copies and findings (default:
 #                      mktemp -d); one folder per target inside
 #   CAIS_FUZZ_VERBOSE=1     per input, what the model expected and what was sent
-#   CAIS_FUZZ_CTL_ALLOW_KNOWN=1   fuzz_ctl tolerates the control defects already
-#                      reported (see fuzz_ctl.c), to fuzz past them
 #
 # Exit status: 0 when the run found nothing; 1 on any crash, sanitizer
 # report, model violation, leak or timeout in any target (the reproducer
