@@ -6,7 +6,11 @@
  * every function and every input, the stochastic
  * encode included (the vector paths draw the same random numbers, in the
  * same order, as the scalar one); the tests compare them on every 16-bit
- * pattern and on random data.
+ * pattern and on random data, and tests/fuzz/fuzz_quant.c on arbitrary
+ * bits. One exception, outside what quant.h allows: from_f32 with a NaN
+ * factor (quant.h: 1 or 1/n), where a NaN element times it may come out
+ * with either NaN's sign and payload (the compiler may swap a product's
+ * operands).
  *
  * Semantics, where quant.h leaves a choice:
  *

@@ -13,11 +13,11 @@ Usage: $0 [--fuzz-seconds N] [--no-install] [--help]
 Stages: install dependencies, build (build/), meson test (unit + integration),
 every benchmark's smoke run (bench/run.sh --quick: they work and are right; no
 speed is checked), unit tests under ASan/UBSan (build-asan/), libFuzzer targets
-for N seconds each (build-fuzz/, default 60). A summary with each stage's time comes at the end.
+for N seconds in all, shared by the targets (build-fuzz/, default 90). A summary with each stage's time comes at the end.
 USAGE
 }
 
-fuzz_seconds=60
+fuzz_seconds=90
 install=1
 while [ $# -gt 0 ]; do
 	case "$1" in

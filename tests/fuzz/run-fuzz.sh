@@ -11,10 +11,12 @@
 #   BUILD_DIR  a clang build directory with -Dfuzz=enabled, default
 #              build-fuzz at the top of the repository; created with
 #              `CC=clang meson setup BUILD_DIR -Dfuzz=enabled` if missing
-#   TARGET     fuzz_pipeline (the dataplane, seeds tests/fuzz/corpus) and/or
-#              fuzz_ctl (the control request path, seeds tests/fuzz/corpus_ctl);
-#              default both (fuzz_pipeline is left out, with a note, when the
-#              build has none: no DPDK)
+#   TARGET     fuzz_pipeline (the dataplane, seeds tests/fuzz/corpus),
+#              fuzz_ctl (the control request path, seeds tests/fuzz/corpus_ctl),
+#              fuzz_quant (the agent's conversions, scalar against AVX2 and
+#              AVX-512, seeds tests/fuzz/corpus_quant); default all three
+#              (fuzz_pipeline is left out, with a note, when the build has
+#              none: no DPDK)
 #
 # Environment:
 #   FUZZ_ARGS          extra libFuzzer flags (e.g. "-jobs=2 -workers=2")
@@ -41,7 +43,7 @@
 set -eu
 
 usage() {
-	echo "usage: $0 [SECONDS] [BUILD_DIR] [fuzz_pipeline|fuzz_ctl ...]" >&2
+	echo "usage: $0 [SECONDS] [BUILD_DIR] [fuzz_pipeline|fuzz_ctl|fuzz_quant ...]" >&2
 	exit 2
 }
 
@@ -54,7 +56,7 @@ if [ $# -gt 2 ]; then
 	targets=$*
 	explicit=1
 else
-	targets="fuzz_pipeline fuzz_ctl"
+	targets="fuzz_pipeline fuzz_ctl fuzz_quant"
 	explicit=0
 fi
 
@@ -63,7 +65,7 @@ case $SECONDS_TO_RUN in
 esac
 for t in $targets; do
 	case $t in
-	fuzz_pipeline | fuzz_ctl) ;;
+	fuzz_pipeline | fuzz_ctl | fuzz_quant) ;;
 	*) usage ;;
 	esac
 done
@@ -123,6 +125,10 @@ for t in $targets; do
 	fuzz_ctl)
 		seeds=$here/corpus_ctl
 		max_len=32768
+		;;
+	fuzz_quant)
+		seeds=$here/corpus_quant
+		max_len=32800 # the header and 2 x 4096 elements of 4 bytes
 		;;
 	esac
 	secs=$((each + extra))
