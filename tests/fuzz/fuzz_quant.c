@@ -22,7 +22,8 @@
  * nearest, bits 3-4 op, bits 5-7 k: every buffer starts k elements' worth
  * of bytes (2 or 4: the least a call's pointers allow) past a 64-byte
  * boundary, since a user's tensor need not be aligned beyond its elements,
- * and ends where its heap block ends.
+ * and ends where its heap block ends. Seeds: tests/fuzz/corpus_quant/,
+ * written by gen_corpus_quant.py.
  */
 #include <stdbool.h>
 #include <stdint.h>
