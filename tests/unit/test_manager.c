@@ -65,6 +65,14 @@ static struct fake F;
 		v_;                                                                                \
 	})
 
+/* Set what the fake switch answers; its thread reads it under the lock. */
+#define FAKE_SET(field, value)                                                                     \
+	do {                                                                                       \
+		pthread_mutex_lock(&F.lock);                                                       \
+		F.field = (value);                                                                 \
+		pthread_mutex_unlock(&F.lock);                                                     \
+	} while (0)
+
 static int
 f_ping(void *ctx, json_t *res, struct ctl_err *err)
 {
@@ -1175,30 +1183,30 @@ test_admission(void **state)
 	(void)state;
 	m = open_mgr();
 	/* slot usage above the threshold */
-	F.slot_usage = 0.95;
-	F.slots_used = 62259;
+	FAKE_SET(slot_usage, 0.95);
+	FAKE_SET(slots_used, 62259);
 	expect_refused_job(m, "a", "slot usage 0.950 above the threshold 0.900");
 	assert_int_equal(FAKE_COUNT(session_add), 0);
 	/* below it, but not with the job's 128 slots: 58900 + 128 > 0.9 x 65536 */
-	F.slot_usage = 0.8987;
-	F.slots_used = 58900;
+	FAKE_SET(slot_usage, 0.8987);
+	FAKE_SET(slots_used, 58900);
 	mgr_tick(m, mgr_now_ms()); /* the next poll sees it */
 	expect_refused_job(m, "b", "would pass 0.900");
 	/* queue depth */
-	F.slot_usage = 0.1;
-	F.slots_used = 6553;
-	F.queue_depth = 600;
+	FAKE_SET(slot_usage, 0.1);
+	FAKE_SET(slots_used, 6553);
+	FAKE_SET(queue_depth, 600);
 	mgr_tick(m, mgr_now_ms() + 5000);
 	expect_refused_job(m, "c", "queue depth 600 above the threshold 512");
 	assert_int_equal(FAKE_COUNT(session_add), 0);
 	/* the switch itself refuses */
-	F.queue_depth = 0;
-	F.session_add_rc = ENOSPC;
+	FAKE_SET(queue_depth, 0);
+	FAKE_SET(session_add_rc, ENOSPC);
 	mgr_tick(m, mgr_now_ms() + 10000);
 	expect_refused_job(m, "d", "refused session.add: ENOSPC");
 	/* EEXIST: session ids are never granted twice, so it is this job's own entry,
 	 * added by a try whose reply was lost */
-	F.session_add_rc = EEXIST;
+	FAKE_SET(session_add_rc, EEXIST);
 	r = ready_job(m, "e");
 	assert_true(json_is_true(json_object_get(r, "offload")));
 	json_decref(r);
@@ -1213,7 +1221,7 @@ test_admission(void **state)
 	assert_int_equal(json_array_size(json_object_get(r, "scales")), 1);
 	json_decref(r);
 	/* admitted when all is well */
-	F.session_add_rc = 0;
+	FAKE_SET(session_add_rc, 0);
 	r = ready_job(m, "f");
 	assert_true(json_is_true(json_object_get(r, "offload")));
 	json_decref(r);
@@ -1363,7 +1371,7 @@ test_switch_restart(void **state)
 	json_t *r;
 
 	(void)state;
-	F.uptime = 100;
+	FAKE_SET(uptime, 100);
 	m = open_mgr();
 	json_decref(ok(m, "job.register", "{\"job\": \"a\", \"tenant\": \"t\", \"world\": 2}"));
 	json_decref(ok(m, "tensor.register", "{\"job\": \"a\", \"tensor\": 1, \"op\": \"sum\"}"));
@@ -1373,7 +1381,7 @@ test_switch_restart(void **state)
 	assert_int_equal(FAKE_COUNT(session_add), 1);
 	assert_int_equal(FAKE_COUNT(tensor_add), 2);
 	mgr_tick(m, t0);
-	F.uptime = 101;
+	FAKE_SET(uptime, 101);
 	mgr_tick(m, t0 + 2000);
 	assert_int_equal(FAKE_COUNT(session_add), 1);
 	/* the switch restarted (uptime down, tables lost): the ready job goes back on it */
@@ -1385,7 +1393,7 @@ test_switch_restart(void **state)
 	assert_int_equal(F.last_session.n, 2);
 	assert_int_equal(F.last_session.session, 1);
 	pthread_mutex_unlock(&F.lock);
-	F.uptime = 3;
+	FAKE_SET(uptime, 3);
 	mgr_tick(m, t0 + 6000);
 	assert_int_equal(FAKE_COUNT(session_add), 2);
 	/* another restart */
@@ -1394,7 +1402,7 @@ test_switch_restart(void **state)
 	assert_int_equal(FAKE_COUNT(session_add), 3);
 	/* a switch that refuses it now: the job offloads nothing from the next step on */
 	fake_restart(0.1);
-	F.session_add_rc = ENOSPC;
+	FAKE_SET(session_add_rc, ENOSPC);
 	mgr_tick(m, t0 + 10000);
 	assert_int_equal(FAKE_COUNT(session_add), 4);
 	r = ok(m, "job.status", "{\"job\": \"a\"}");
@@ -1405,7 +1413,7 @@ test_switch_restart(void **state)
 	r = ok(m, "step.begin", "{\"job\": \"a\", \"rank\": 0, \"step\": 0}");
 	assert_int_equal(json_array_size(json_object_get(r, "offload")), 0);
 	json_decref(r);
-	F.session_add_rc = 0;
+	FAKE_SET(session_add_rc, 0);
 	fake_restart(0.05);
 	mgr_tick(m, t0 + 12000);
 	assert_int_equal(FAKE_COUNT(session_add), 4);
