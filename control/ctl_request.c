@@ -138,7 +138,8 @@ cmd_session_add(const struct ctl_ops *ops, const json_t *args, struct ctl_err *e
 	static const char *const fields[] = {
 	    "tenant",  "session", "n",		"slots",      "elems_per_packet", "priority",
 	    "members", "uplink",  "first_rank", "loss_hints", NULL};
-	static struct ctl_session s; /* 2 KiB: requests are handled one at a time */
+	/* 5 KiB, on the stack: endpoints polled by several threads must not share it */
+	struct ctl_session s;
 	bool have[CAIS_MAX_WORLD] = {false};
 	uint64_t n = 0, slots = 0, elems = 0, prio = CTL_PRIO_NORMAL, first = 0, hints = 0;
 	const json_t *members;

@@ -425,6 +425,14 @@ static struct fsw FS[3];
 		v_;                                                                                \
 	})
 
+/* Set what fake k answers; its thread reads it under the lock. */
+#define FS_SET(k, field, value)                                                                    \
+	do {                                                                                       \
+		pthread_mutex_lock(&FS[k].lock);                                                   \
+		FS[k].field = (value);                                                             \
+		pthread_mutex_unlock(&FS[k].lock);                                                 \
+	} while (0)
+
 static int
 fs_ping(void *ctx, json_t *res, struct ctl_err *err)
 {
@@ -763,7 +771,7 @@ test_core_tree(void **state)
 	assert_int_equal(FS_COUNT(1, n_sessions), 1);
 
 	/* the spine refuses the next job: ready without offload, the leaves' parts removed */
-	FS[2].refuse = ENOSPC;
+	FS_SET(2, refuse, ENOSPC);
 	st = join_all(m, "u", 4, 1);
 	assert_false(json_is_true(json_object_get(st, "offload")));
 	assert_non_null(
@@ -774,7 +782,7 @@ test_core_tree(void **state)
 	assert_int_equal(FS_COUNT(0, n_sessions), 1); /* t's only */
 	assert_int_equal(FS_COUNT(1, n_sessions), 1);
 	assert_int_equal(FS_COUNT(2, n_sessions), 1);
-	FS[2].refuse = 0;
+	FS_SET(2, refuse, 0);
 
 	/* ranks 0, 2 under la: not consecutive; the ring, nothing installed */
 	{
