@@ -102,58 +102,62 @@ at(const uint8_t *src, size_t len, size_t off, void **block)
 	return p;
 }
 
+/* The output bytes of a's function. */
+static size_t
+out_bytes(const struct args *a)
+{
+	switch (a->fn) {
+	case F_ENCODE:
+	case F_TO_F32:
+	case F_REDUCE_F32:
+	case F_REDUCE_I32:
+		return 4 * a->n;
+	case F_ENC_B16:
+		return cais_payload_bytes(CAIS_DT_BLOCK16, (uint32_t)a->n);
+	default: /* decode, from_f32, decode_b16 */
+		return esize(a->dt) * a->n;
+	}
+}
+
 static void
 run(const struct cais_quant_ops *q, const struct args *a, struct out *o)
 {
+	/* the reductions: acc the first n elements, in the next n */
+	bool reduce = a->fn == F_REDUCE_F32 || a->fn == F_REDUCE_I32;
 	struct cais_rng rng;
-	size_t es = esize(a->dt), n = a->n;
+	size_t n = a->n;
 	void *src_block;
 	uint8_t *src = at(a->in, a->in_len, a->off, &src_block);
 
 	cais_rng_seed(&rng, a->seed);
+	o->len = out_bytes(a);
+	o->buf = at(reduce ? a->in : NULL, o->len, a->off, &o->block);
 	o->ret = 0;
 	switch (a->fn) {
 	case F_ENCODE:
-		o->len = 4 * n;
-		o->buf = at(NULL, o->len, a->off, &o->block);
 		o->ret = q->encode(o->buf, src, n, a->dt, a->factor, a->nearest, &rng);
 		break;
 	case F_DECODE:
-		o->len = es * n;
-		o->buf = at(NULL, o->len, a->off, &o->block);
 		q->decode(o->buf, src, n, a->dt, a->factor, a->avg_n);
 		break;
 	case F_TO_F32:
-		o->len = 4 * n;
-		o->buf = at(NULL, o->len, a->off, &o->block);
 		q->to_f32((float *)o->buf, src, n, a->dt);
 		break;
 	case F_FROM_F32:
 		/* mul is 1 or 1/n (quant.h): a NaN times a NaN may give either */
-		o->len = es * n;
-		o->buf = at(NULL, o->len, a->off, &o->block);
 		q->from_f32(o->buf, (const float *)src, n, a->dt,
 			    1.0f / (float)(a->avg_n ? a->avg_n : 1));
 		break;
 	case F_REDUCE_F32:
-		/* acc: the first n elements, in: the next n */
-		o->len = 4 * n;
-		o->buf = at(a->in, o->len, a->off, &o->block);
 		q->reduce_f32((float *)o->buf, (const float *)(src + 4 * n), n, a->op);
 		break;
 	case F_REDUCE_I32:
-		o->len = 4 * n;
-		o->buf = at(a->in, o->len, a->off, &o->block);
 		q->reduce_i32((int32_t *)o->buf, (const int32_t *)(src + 4 * n), n, a->op);
 		break;
 	case F_ENC_B16:
-		o->len = cais_payload_bytes(CAIS_DT_BLOCK16, (uint32_t)n);
-		o->buf = at(NULL, o->len, a->off, &o->block);
 		o->ret = q->encode_b16(o->buf, src, n, a->dt, a->factor, a->nearest, &rng);
 		break;
 	case F_DEC_B16:
-		o->len = es * n;
-		o->buf = at(NULL, o->len, a->off, &o->block);
 		q->decode_b16(o->buf, src, n, a->dt, a->factor);
 		break;
 	}
