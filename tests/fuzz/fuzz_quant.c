@@ -221,8 +221,8 @@ parse(const uint8_t *d, size_t size, struct args *a)
 static void
 report(const char *name, const struct args *a, const struct out *want, const struct out *got)
 {
-	size_t i, es = a->n ? want->len / a->n : 1;
 	uint32_t bits;
+	size_t i;
 
 	memcpy(&bits, &a->factor, 4);
 	for (i = 0; i < want->len && want->buf[i] == got->buf[i]; i++)
@@ -233,8 +233,8 @@ report(const char *name, const struct args *a, const struct out *want, const str
 		name, fn_names[a->fn], (int)a->dt, (int)a->nearest, (int)a->op, (double)a->factor,
 		bits, a->avg_n, a->n, a->off, got->ret, want->ret);
 	if (i < want->len)
-		fprintf(stderr, "; byte %zu (output element %zu): %02x, scalar %02x", i,
-			i / (es ? es : 1), got->buf[i], want->buf[i]);
+		fprintf(stderr, "; output byte %zu: %02x, scalar %02x", i, got->buf[i],
+			want->buf[i]);
 	fprintf(stderr, "\n");
 	abort();
 }
